@@ -1,0 +1,100 @@
+/**
+ * Starts NodeFabric services from a configuration: all seven in one process (`fabric dev`),
+ * or one per process (`fabric start <service>`), wired to each other over HTTP.
+ */
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import type { FastifyInstance } from "fastify";
+import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
+import { type FabricConfig, servicePort, serviceUrl } from "./config.js";
+import { buildNodeRegistry } from "./services/node-registry/index.js";
+import { buildSelection } from "./services/selection/index.js";
+import { buildPdp } from "./services/pdp/index.js";
+import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
+import { loadHandlers } from "./services/atomic-executor/handler-loader.js";
+import { buildUnavailableService } from "./services/unavailable-service.js";
+
+export interface RunningService {
+  name: ServiceName;
+  url: string;
+  app: FastifyInstance;
+}
+
+export interface RunningFabric {
+  services: RunningService[];
+  /** Base URL of each running service. */
+  urls: Partial<Record<ServiceName, string>>;
+  close(): Promise<void>;
+}
+
+function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<string, unknown> {
+  if (config.log_level === "silent") return false;
+  return { level: config.log_level, base: { service: name } };
+}
+
+/** Builds one service's fastify instance (not yet listening). */
+export async function buildService(name: ServiceName, config: FabricConfig): Promise<FastifyInstance> {
+  const dataDir = path.resolve(config.base_dir, config.data_dir);
+  const logger = loggerFor(config, name);
+  switch (name) {
+    case "node-registry":
+      mkdirSync(dataDir, { recursive: true });
+      return buildNodeRegistry({ logger, dbPath: path.join(dataDir, "node-registry.db") });
+    case "selection":
+      mkdirSync(dataDir, { recursive: true });
+      return buildSelection({ logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry") });
+    case "pdp":
+      return buildPdp({ logger, policyFile: config.policy ? path.resolve(config.base_dir, config.policy) : undefined });
+    case "atomic-executor": {
+      const discover = config.handlers.length === 0 && config.discover.length === 0 ? ["."] : config.discover;
+      const handlers = await loadHandlers({
+        handlers: config.handlers,
+        discover: discover.map((d) => path.resolve(config.base_dir, d)),
+        cwd: config.base_dir,
+      });
+      return buildAtomicExecutor({
+        logger,
+        handlers,
+        registryUrl: serviceUrl(config, "node-registry"),
+        // Unknown before listening when the port is ephemeral; the executor then derives it from its address.
+        publicUrl: servicePort(config, "atomic-executor") === 0 && !config.services["atomic-executor"]?.url ? undefined : serviceUrl(config, "atomic-executor"),
+        concurrency: config.executor.concurrency,
+        defaultTimeoutMs: config.executor.default_timeout_ms,
+        maxTimeoutMs: config.executor.max_timeout_ms,
+      });
+    }
+    default:
+      return buildUnavailableService(name, { logger });
+  }
+}
+
+/** Starts the named services (all seven by default) and resolves once every one listens. */
+export async function startFabric(config: FabricConfig, names: readonly ServiceName[] = SERVICE_NAMES): Promise<RunningFabric> {
+  const started: RunningService[] = [];
+  const close = async () => {
+    // Close in reverse order so executors deregister before the registry goes.
+    for (const s of [...started].reverse()) await s.app.close().catch(() => undefined);
+  };
+  try {
+    // The registry first: the others call it as they come up.
+    // With port 0 a service's address is known only once it listens; later services are built with it.
+    let cfg = config;
+    const ordered = [...names].sort((a, b) => (a === "node-registry" ? -1 : b === "node-registry" ? 1 : 0));
+    for (const name of ordered) {
+      const app = await buildService(name, cfg);
+      await app.listen({ host: cfg.host, port: servicePort(cfg, name) });
+      const addr = app.server.address();
+      const port = typeof addr === "object" && addr ? addr.port : servicePort(cfg, name);
+      const host = cfg.host === "0.0.0.0" || cfg.host === "::" ? "127.0.0.1" : cfg.host;
+      const url = cfg.services[name]?.url ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+      cfg = { ...cfg, services: { ...cfg.services, [name]: { ...cfg.services[name], url, port } } };
+      started.push({ name, app, url });
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const urls: RunningFabric["urls"] = {};
+  for (const s of started) urls[s.name] = s.url;
+  return { services: started, urls, close };
+}

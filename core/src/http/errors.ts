@@ -1,0 +1,130 @@
+/**
+ * The one error catalogue of NodeFabric: every error code the services answer with, its HTTP status,
+ * and the single function that turns anything thrown into a v1 ErrorEnvelope.
+ */
+
+/** HTTP status for every request-level error code of CONTRACT.md. */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  route_not_found: 404,
+  run_not_found: 404,
+  node_run_not_found: 404,
+  node_type_not_found: 404,
+  candidate_set_not_found: 404,
+  approval_not_found: 404,
+  unknown_node_type: 404,
+  method_not_allowed: 405,
+  run_already_exists: 409,
+  node_run_terminal: 409,
+  node_type_version_conflict: 409,
+  idempotency_conflict: 409,
+  constraint_violation: 409,
+  candidate_binding_violation: 409,
+  parent_node_run_invalid: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal_error: 500,
+  upstream_unavailable: 502,
+  unavailable: 503,
+  upstream_timeout: 504,
+} as const;
+
+export type RequestErrorCode = keyof typeof ERROR_STATUS;
+
+/**
+ * Failure codes a NodeRun or an AtomicExecuteResult carries in its `error` (not HTTP statuses).
+ */
+export const FAILURE_CODES = [
+  "invalid_inputs",
+  "invalid_outputs",
+  "handler_error",
+  "upstream_error",
+  "timeout",
+  "canceled",
+  "policy_denied",
+  "pdp_unavailable",
+  "approval_rejected",
+  "node_type_not_allowed",
+  "node_type_denied",
+  "budget_exceeded",
+  "executor_unavailable",
+  "unknown_node_type",
+  "child_failed",
+] as const;
+
+export type FailureCode = (typeof FAILURE_CODES)[number];
+
+/** The `error` object of an ErrorEnvelope or of a result. */
+export interface ErrorBody {
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
+  retryable?: boolean;
+  cause?: { code?: string; message: string; details?: Record<string, unknown> };
+  extensions?: Record<string, unknown>;
+}
+
+export interface ErrorEnvelopeBody {
+  error: ErrorBody;
+}
+
+const FABRIC_ERROR = Symbol.for("nodefabric.FabricError");
+
+/** A request-level error with a catalogued code; the error handler turns it into an ErrorEnvelope. */
+export class FabricError extends Error {
+  readonly code: RequestErrorCode;
+  readonly statusCode: number;
+  readonly details?: Record<string, unknown>;
+  readonly retryable?: boolean;
+  /** Extra response headers, e.g. Retry-After or WWW-Authenticate. */
+  readonly headers?: Record<string, string>;
+
+  constructor(
+    code: RequestErrorCode,
+    message: string,
+    options: { details?: Record<string, unknown>; retryable?: boolean; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "FabricError";
+    this.code = code;
+    this.statusCode = ERROR_STATUS[code];
+    this.details = options.details;
+    this.retryable = options.retryable;
+    this.headers = options.headers;
+    Object.defineProperty(this, FABRIC_ERROR, { value: true });
+  }
+
+  /** True for a FabricError from any installed copy of this package. */
+  static is(value: unknown): value is FabricError {
+    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[FABRIC_ERROR] === true;
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = { code: this.code, message: this.message };
+    if (this.details !== undefined) body.details = this.details;
+    if (this.retryable !== undefined) body.retryable = this.retryable;
+    return body;
+  }
+}
+
+/** Builds an ErrorEnvelope body. */
+export function errorEnvelope(code: string, message: string, details?: Record<string, unknown>, retryable?: boolean): ErrorEnvelopeBody {
+  const error: ErrorBody = { code, message };
+  if (details !== undefined) error.details = details;
+  if (retryable !== undefined) error.retryable = retryable;
+  return { error };
+}
+
+/** One entry of `details.errors` of an `invalid_request`. */
+export interface ValidationIssue {
+  path: string;
+  message: string;
+}
+
+/** A 400 invalid_request listing each violation. */
+export function invalidRequest(message: string, errors: ValidationIssue[]): FabricError {
+  return new FabricError("invalid_request", message, { details: { errors } });
+}

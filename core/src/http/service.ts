@@ -1,0 +1,203 @@
+/**
+ * What every NodeFabric service shares: a fastify instance with the v1 error envelope on every non-2xx,
+ * Ajv2020 validation, strict JSON bodies, 405 detection, load shedding, and GET /v1/health and /v1/version.
+ */
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import FindMyWay from "find-my-way";
+import { FabricError, errorEnvelope, type ErrorBody } from "./errors.js";
+import { dedupeIssues, issuesFromAjv, validatorCompiler } from "./validation.js";
+import { SERVICE_VERSION } from "../version.js";
+import { clock } from "../clock.js";
+
+/** The seven services of the v1 contract, in port order. */
+export const SERVICE_NAMES = [
+  "run-gateway",
+  "run-coordinator",
+  "atomic-executor",
+  "composite-executor",
+  "node-registry",
+  "selection",
+  "pdp",
+] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+export type HealthStatus = "ok" | "degraded" | "down";
+export interface HealthCheck {
+  name: string;
+  status: HealthStatus;
+  message?: string;
+  details?: Record<string, unknown>;
+}
+
+export interface ServiceOptions {
+  name: ServiceName;
+  /** pino options, `false` to silence. */
+  logger?: boolean | Record<string, unknown>;
+  /** Largest accepted body in bytes (default 1 MiB). */
+  bodyLimit?: number;
+  /** Requests in flight past which the service sheds load with 503 + Retry-After (0 = no limit). */
+  maxInFlight?: number;
+  /** Contributes the `checks` of GET /v1/health. */
+  health?: () => HealthCheck[] | Promise<HealthCheck[]>;
+}
+
+const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
+
+/** Maps the status of a framework error onto the catalogue's code for it. */
+function codeForStatus(status: number): string {
+  switch (status) {
+    case 401: return "unauthenticated";
+    case 403: return "permission_denied";
+    case 404: return "route_not_found";
+    case 405: return "method_not_allowed";
+    case 413: return "payload_too_large";
+    case 415: return "unsupported_media_type";
+    case 429: return "rate_limited";
+    case 503: return "unavailable";
+    default: return status >= 500 ? "internal_error" : "invalid_request";
+  }
+}
+
+/** Turns anything thrown in a request into a status, headers and an ErrorEnvelope. */
+export function toErrorResponse(err: unknown): { status: number; headers: Record<string, string>; body: { error: ErrorBody } } {
+  if (FabricError.is(err)) {
+    return { status: err.statusCode, headers: err.headers ?? {}, body: { error: err.toBody() } };
+  }
+  const e = err as FastifyError & { validation?: unknown[]; validationContext?: string };
+  if (Array.isArray(e.validation)) {
+    const issues = dedupeIssues(issuesFromAjv(e.validation as never, e.validationContext));
+    const where = e.validationContext === "body" ? "request body" : e.validationContext ?? "request";
+    return { status: 400, headers: {}, body: errorEnvelope("invalid_request", `the ${where} is invalid`, { errors: issues }) };
+  }
+  switch (e.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return { status: 413, headers: {}, body: errorEnvelope("payload_too_large", "the request body is larger than this service accepts") };
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return { status: 415, headers: {}, body: errorEnvelope("unsupported_media_type", "request bodies must be application/json") };
+    case "FST_ERR_CTP_INVALID_JSON_BODY":
+      return { status: 400, headers: {}, body: errorEnvelope("invalid_request", `the request body is not valid JSON: ${e.message}`) };
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return { status: 400, headers: {}, body: errorEnvelope("invalid_request", "the Content-Length header does not match the body") };
+  }
+  if (e instanceof SyntaxError) {
+    return { status: 400, headers: {}, body: errorEnvelope("invalid_request", `the request body is not valid JSON: ${e.message}`) };
+  }
+  const status = typeof e.statusCode === "number" && e.statusCode >= 400 && e.statusCode < 600 ? e.statusCode : 500;
+  if (status >= 500) {
+    return { status: 500, headers: {}, body: errorEnvelope("internal_error", "the service failed to handle the request") };
+  }
+  return { status, headers: {}, body: errorEnvelope(codeForStatus(status), e.message || "the request was refused") };
+}
+
+/** Sends an ErrorEnvelope for anything thrown. */
+export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
+  const { status, headers, body } = toErrorResponse(err);
+  return reply.code(status).headers(headers).type("application/json; charset=utf-8").send(body);
+}
+
+/** Creates a service's fastify instance with the shared v1 behaviour; the caller registers its routes. */
+export function createService(options: ServiceOptions): FastifyInstance {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    return503OnClosing: false,
+    forceCloseConnections: true,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
+    requestIdHeader: "x-request-id",
+    disableRequestLogging: true,
+  });
+  app.setValidatorCompiler(validatorCompiler);
+
+  // Strict JSON only. An empty body with a JSON content type counts as no body, so `:cancel` works from curl.
+  app.removeAllContentTypeParsers();
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    if (body === "" || (typeof body === "string" && body.trim() === "")) {
+      done(null, undefined);
+      return;
+    }
+    parseJson(req, body, done);
+  });
+
+  // A second router over the same routes tells "wrong method" (405) from "no such path" (404).
+  const shadow = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 512 });
+  app.addHook("onRoute", (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const m of methods) {
+      if (m === "HEAD" || m === "OPTIONS") continue;
+      try {
+        shadow.on(m as never, route.url, () => undefined);
+      } catch {
+        // the same route twice (fastify refuses it itself)
+      }
+    }
+  });
+
+  let closing = false;
+  let inFlight = 0;
+  const maxInFlight = options.maxInFlight ?? 0;
+  app.addHook("onClose", async () => {
+    closing = true;
+  });
+  app.addHook("onRequest", async (req, reply) => {
+    if (closing) {
+      reply.header("connection", "close");
+      throw new FabricError("unavailable", "the service is shutting down", { headers: { "retry-after": "1" }, retryable: true });
+    }
+    if (maxInFlight > 0 && !req.url.startsWith("/v1/health") && !req.url.startsWith("/v1/version")) {
+      if (inFlight >= maxInFlight) {
+        throw new FabricError("unavailable", "the service is overloaded; retry later", { headers: { "retry-after": "1" }, retryable: true });
+      }
+      inFlight++;
+      (req as FastifyRequest & { counted?: boolean }).counted = true;
+    }
+  });
+  if (maxInFlight > 0) {
+    const release = async (req: FastifyRequest) => {
+      const r = req as FastifyRequest & { counted?: boolean };
+      if (r.counted) {
+        r.counted = false;
+        inFlight--;
+      }
+    };
+    app.addHook("onResponse", release);
+    app.addHook("onRequestAbort", release);
+  }
+
+  app.setErrorHandler((err, req, reply) => {
+    const res = toErrorResponse(err);
+    if (res.status >= 500 && res.body.error.code === "internal_error") req.log.error({ err }, "request failed");
+    return reply.code(res.status).headers(res.headers).type("application/json; charset=utf-8").send(res.body);
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0] ?? req.url;
+    const allowed = HTTP_METHODS.filter((m) => m !== req.method && shadow.find(m as never, path) !== null);
+    if (allowed.length > 0) {
+      return sendError(
+        reply,
+        new FabricError("method_not_allowed", `${req.method} is not allowed on ${path}`, { headers: { allow: allowed.join(", ") }, details: { allowed_methods: allowed } }),
+      );
+    }
+    return sendError(reply, new FabricError("route_not_found", `no route ${req.method} ${path}`));
+  });
+
+  app.get("/v1/health", async (_req, reply) => {
+    const checks = options.health ? await options.health() : [];
+    const status: HealthStatus = checks.some((c) => c.status === "down") ? "down" : checks.some((c) => c.status === "degraded") ? "degraded" : "ok";
+    const health = { status, time: clock.isoNow(), checks, extensions: { "nodefabric.service": options.name } };
+    if (status === "down") {
+      return sendError(reply, new FabricError("unavailable", `${options.name} is down`, { details: { health }, headers: { "retry-after": "5" } }));
+    }
+    return health;
+  });
+
+  app.get("/v1/version", async () => ({
+    service_name: options.name,
+    service_version: SERVICE_VERSION,
+    supported_api_versions: ["v1"],
+    extensions: { "nodefabric.implementation": "nodefabric" },
+  }));
+
+  return app;
+}

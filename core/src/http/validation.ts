@@ -1,0 +1,80 @@
+/**
+ * Request validation with Ajv2020 against the v1 schemas of @nodefabric/schemas.
+ * Bodies are validated strictly; query strings and path params get type coercion.
+ */
+import { createAjv, schemaId, type SchemaName } from "@nodefabric/schemas";
+import type { ErrorObject, ValidateFunction } from "ajv";
+import type { FastifySchemaCompiler } from "fastify";
+import type { ValidationIssue } from "./errors.js";
+
+type Ajv = ReturnType<typeof createAjv>;
+let bodyAjv: Ajv | undefined;
+let coercingAjv: Ajv | undefined;
+
+/** The process-wide Ajv2020 instance holding every v1 schema (bodies, no coercion). */
+export function sharedAjv(): Ajv {
+  bodyAjv ??= createAjv();
+  return bodyAjv;
+}
+
+function queryAjv(): Ajv {
+  coercingAjv ??= createAjv({ coerceTypes: true, useDefaults: true });
+  return coercingAjv;
+}
+
+/** A route schema that points at one v1 schema by its `$id`. */
+export function ref(name: SchemaName): { $ref: string } {
+  return { $ref: schemaId(name) };
+}
+
+/** Fastify validator compiler: Ajv2020 for bodies, a coercing instance for query strings, params and headers. */
+export const validatorCompiler: FastifySchemaCompiler<Record<string, unknown>> = ({ schema, httpPart }) => {
+  const ajv = httpPart === "body" ? sharedAjv() : queryAjv();
+  const s = schema as Record<string, unknown>;
+  let fn: ValidateFunction | undefined;
+  if (typeof s.$ref === "string" && Object.keys(s).length === 1) {
+    fn = ajv.getSchema(s.$ref);
+    if (!fn) throw new Error(`no schema registered with $id ${s.$ref}`);
+  } else {
+    fn = ajv.compile(s);
+  }
+  return fn as ReturnType<FastifySchemaCompiler<Record<string, unknown>>>;
+};
+
+/** Turns Ajv errors into `details.errors` entries: a JSON Pointer path and a readable message. */
+export function issuesFromAjv(errors: ErrorObject[] | null | undefined, location?: string): ValidationIssue[] {
+  if (!errors) return [];
+  return errors.map((e) => {
+    let path = e.instancePath || "";
+    let message = e.message ?? "is invalid";
+    if (e.keyword === "required" && typeof e.params.missingProperty === "string") {
+      path = `${path}/${e.params.missingProperty}`;
+      message = "is required";
+    } else if (e.keyword === "additionalProperties" && typeof e.params.additionalProperty === "string") {
+      path = `${path}/${e.params.additionalProperty}`;
+      message = "is not a known field";
+    } else if (e.keyword === "enum" && Array.isArray(e.params.allowedValues)) {
+      message = `must be one of ${e.params.allowedValues.map((v: unknown) => JSON.stringify(v)).join(", ")}`;
+    } else if (e.keyword === "propertyNames" && typeof e.params.propertyName === "string") {
+      path = `${path}/${e.params.propertyName}`;
+      message = "is not a valid key (extension keys look like <namespace>.<key>)";
+    }
+    const issue: ValidationIssue & { location?: string } = { path: path || "/", message };
+    if (location) issue.location = location;
+    return issue;
+  });
+}
+
+/** Drops Ajv's noise: `if` failures and duplicate (path, message) pairs. */
+export function dedupeIssues(issues: ValidationIssue[]): ValidationIssue[] {
+  const seen = new Set<string>();
+  const out: ValidationIssue[] = [];
+  for (const i of issues) {
+    if (i.message === 'must match "then" schema' || i.message === 'must match "else" schema') continue;
+    const k = `${i.path}\u0000${i.message}`;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push(i);
+  }
+  return out;
+}

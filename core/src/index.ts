@@ -1,0 +1,18 @@
+/**
+ * @nodefabric/core: the services of the Node-Centric Execution Fabric, and what they share.
+ */
+export { createService, sendError, toErrorResponse, SERVICE_NAMES, type ServiceName, type ServiceOptions, type HealthCheck, type HealthStatus } from "./http/service.js";
+export { FabricError, ERROR_STATUS, FAILURE_CODES, errorEnvelope, invalidRequest, type RequestErrorCode, type FailureCode, type ErrorBody } from "./http/errors.js";
+export { ref, sharedAjv } from "./http/validation.js";
+export { clock, setClock, type Clock } from "./clock.js";
+export { newId } from "./ids.js";
+export { SERVICE_VERSION } from "./version.js";
+export { loadConfig, serviceUrl, servicePort, ConfigError, CONFIG_SCHEMA, type FabricConfig } from "./config.js";
+export { startFabric, buildService, type RunningFabric, type RunningService } from "./fabric.js";
+export { HttpClient, type HttpClientOptions } from "./clients/http-client.js";
+export { RegistryClient } from "./clients/registry-client.js";
+export { buildNodeRegistry } from "./services/node-registry/index.js";
+export { buildSelection } from "./services/selection/index.js";
+export { buildPdp } from "./services/pdp/index.js";
+export { buildAtomicExecutor } from "./services/atomic-executor/index.js";
+export { loadHandlers } from "./services/atomic-executor/handler-loader.js";

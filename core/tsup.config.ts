@@ -1,0 +1,18 @@
+import { defineConfig } from "tsup";
+
+export default defineConfig({
+  entry: {
+    index: "src/index.ts",
+    "sdk/index": "src/sdk/index.ts",
+    "testing/index": "src/testing/index.ts",
+    "cli/main": "src/cli/main.ts",
+  },
+  format: ["esm"],
+  target: "node20",
+  platform: "node",
+  dts: { entry: { index: "src/index.ts", "sdk/index": "src/sdk/index.ts", "testing/index": "src/testing/index.ts" } },
+  sourcemap: true,
+  clean: true,
+  splitting: true,
+  shims: false,
+});

@@ -1,0 +1,64 @@
+/**
+ * Runs the built `fabric` CLI as a user would, as a child process, for end-to-end tests.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export const CLI = fileURLToPath(new URL("../../core/dist/cli/main.js", import.meta.url));
+
+export interface FabricProcess {
+  child: ChildProcess;
+  urls: Record<string, string>;
+  output: () => string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `fabric <args>` and resolves once its banner has listed every service URL. */
+export function startFabricProcess(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; expect?: number } = {}): Promise<FabricProcess> {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: options.cwd,
+    env: { ...process.env, FABRIC_LOG_LEVEL: "warn", ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  const urls: Record<string, string> = {};
+  const expected = options.expect ?? 7;
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`fabric did not start in time:\n${out}`)), 20_000);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      for (const m of out.matchAll(/^\s+([a-z-]+)\s+(http:\/\/\S+)$/gm)) urls[m[1]] = m[2];
+      if (Object.keys(urls).length >= expected) {
+        clearTimeout(timer);
+        resolve({
+          child,
+          urls,
+          output: () => out,
+          stop: async (signal = "SIGTERM") => {
+            if (child.exitCode === null) child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`fabric exited with ${code} before starting:\n${out}`));
+    });
+  });
+}
+
+/** Runs `fabric <args>` to completion and returns its exit code and output. */
+export function runFabric(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("exit", (code) => resolve({ code, stdout, stderr }));
+  });
+}
