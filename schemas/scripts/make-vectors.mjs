@@ -122,6 +122,7 @@ const extra = {
     ["empty-node_type_id", "full", (v) => setAt(v, ["node_type_id"], ""), "/node_type_id"],
     ["node_type_id-leading-dash", "full", (v) => setAt(v, ["node_type_id"], "-demo.echo"), "/node_type_id"],
     ["node_type_id-with-space", "full", (v) => setAt(v, ["node_type_id"], "demo echo"), "/node_type_id"],
+    ["node_type_id-with-slash", "full", (v) => setAt(v, ["node_type_id"], "acme/weather"), "/node_type_id"],
     ["node_type_id-too-long", "full", (v) => setAt(v, ["node_type_id"], `a${"b".repeat(128)}`), "/node_type_id"],
     ["empty-version", "full", (v) => setAt(v, ["version"], ""), "/version"],
     ["version-too-long", "full", (v) => setAt(v, ["version"], `1.0.0-${"x".repeat(59)}`), "/version"],
