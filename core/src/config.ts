@@ -32,6 +32,8 @@ export interface FabricConfig {
   discover: string[];
   /** Cedar policy file for the PDP; none means allow everything. */
   policy?: string;
+  /** Cedar entities JSON file for the PDP (groups, attributes). */
+  policy_entities?: string;
   executor: {
     concurrency: number;
     default_timeout_ms: number;
@@ -68,6 +70,7 @@ export const CONFIG_SCHEMA = {
     handlers: { type: "array", items: { type: "string", minLength: 1 } },
     discover: { type: "array", items: { type: "string", minLength: 1 } },
     policy: { type: "string", minLength: 1 },
+    policy_entities: { type: "string", minLength: 1 },
     executor: {
       type: "object",
       additionalProperties: false,
@@ -126,6 +129,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   const discover = envList(env.FABRIC_DISCOVER);
   if (discover) out.discover = discover;
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
+  if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;
   const services: FabricConfig["services"] = {};
   for (const name of SERVICE_NAMES) {
     const key = `FABRIC_${name.toUpperCase().replace(/-/g, "_")}_URL`;

@@ -44,7 +44,11 @@ export async function buildService(name: ServiceName, config: FabricConfig): Pro
       mkdirSync(dataDir, { recursive: true });
       return buildSelection({ logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry") });
     case "pdp":
-      return buildPdp({ logger, policyFile: config.policy ? path.resolve(config.base_dir, config.policy) : undefined });
+      return buildPdp({
+        logger,
+        policyFile: config.policy ? path.resolve(config.base_dir, config.policy) : undefined,
+        entitiesFile: config.policy_entities ? path.resolve(config.base_dir, config.policy_entities) : undefined,
+      });
     case "atomic-executor": {
       const discover = config.handlers.length === 0 && config.discover.length === 0 ? ["."] : config.discover;
       const handlers = await loadHandlers({

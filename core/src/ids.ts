@@ -6,7 +6,7 @@ import { clock } from "./clock.js";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 let lastTime = -1;
-let lastRandom = new Uint8Array(10);
+let lastRandom: Uint8Array = new Uint8Array(10);
 
 function encode(bytes: Uint8Array, bits: number): string {
   let out = "";

@@ -22,6 +22,7 @@ interface RunFlags {
   handlers?: string[];
   discover?: string[];
   policy?: string;
+  policyEntities?: string;
   logLevel?: string;
   url?: string[];
 }
@@ -35,6 +36,7 @@ function withRunOptions(cmd: Command): Command {
     .option("--handlers <pkg-or-path...>", "handler packages or paths for the atomic executor")
     .option("--discover <dir...>", "scan <dir>/node_modules for handler packages (default: the working directory)")
     .option("--policy <file>", "Cedar policy file for the PDP (default: allow everything)")
+    .option("--policy-entities <file>", "Cedar entities JSON file for the PDP")
     .addOption(new Option("--log-level <level>", "log level").choices([...LOG_LEVELS]))
     .option("--url <service=url...>", "where another service is reached, e.g. node-registry=http://10.0.0.5:8084");
 }
@@ -47,6 +49,7 @@ function flagsToConfig(flags: RunFlags): Parameters<typeof loadConfig>[0] {
   if (flags.handlers !== undefined) f.handlers = flags.handlers;
   if (flags.discover !== undefined) f.discover = flags.discover;
   if (flags.policy !== undefined) f.policy = flags.policy;
+  if (flags.policyEntities !== undefined) f.policy_entities = flags.policyEntities;
   if (flags.logLevel !== undefined) f.log_level = flags.logLevel;
   if (flags.url !== undefined) {
     const services: Record<string, { url: string }> = {};

@@ -2,7 +2,7 @@
  * What every NodeFabric service shares: a fastify instance with the v1 error envelope on every non-2xx,
  * Ajv2020 validation, strict JSON bodies, 405 detection, load shedding, and GET /v1/health and /v1/version.
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
 import { FabricError, errorEnvelope, type ErrorBody } from "./errors.js";
 import { dedupeIssues, issuesFromAjv, validatorCompiler } from "./validation.js";
@@ -104,7 +104,7 @@ export function createService(options: ServiceOptions): FastifyInstance {
     forceCloseConnections: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
     requestIdHeader: "x-request-id",
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
   app.setValidatorCompiler(validatorCompiler);
 
@@ -116,7 +116,7 @@ export function createService(options: ServiceOptions): FastifyInstance {
       done(null, undefined);
       return;
     }
-    parseJson(req, body, done);
+    parseJson(req, body as string, done);
   });
 
   // A second router over the same routes tells "wrong method" (405) from "no such path" (404).

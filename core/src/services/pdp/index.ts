@@ -1,0 +1,58 @@
+/**
+ * The PDP service: POST /v1/policy:decide answered by Cedar policies loaded once at start.
+ * docs/pdp.md describes the mapping from a PolicyDecisionRequest to Cedar and how decisions are named.
+ */
+import type { FastifyInstance } from "fastify";
+import type { PolicyDecisionRequest } from "@nodefabric/schemas";
+import { createService, type HealthCheck } from "../../http/service.js";
+import { invalidRequest } from "../../http/errors.js";
+import { ref } from "../../http/validation.js";
+import { createDecider } from "./decider.js";
+import { defaultPolicySet, loadEntitiesFile, loadPolicyFile, type LoadedPolicySet } from "./policy-set.js";
+
+export { PolicyFileError, loadPolicyFile, loadPolicyText, loadEntitiesFile, defaultPolicySet, APPROVAL_ANNOTATION, ID_ANNOTATION, DEFAULT_POLICY_TEXT } from "./policy-set.js";
+export type { LoadedPolicySet, PolicyInfo } from "./policy-set.js";
+export { createDecider, type Decider } from "./decider.js";
+export { toCedarRequest, entityTypeName, CEDAR_NAMESPACE, RESERVED_CONTEXT_KEYS, type CedarRequest, type DroppedValue } from "./request-mapping.js";
+
+export interface PdpOptions {
+  /** pino options, `false` (the default) to silence. */
+  logger?: boolean | Record<string, unknown>;
+  /** A Cedar policy text file; without one every action is allowed. */
+  policyFile?: string;
+  /** A Cedar entities JSON file (array of `{ uid, attrs, parents }`), e.g. group memberships. */
+  entitiesFile?: string;
+}
+
+function policyCheck(set: LoadedPolicySet, fromFile: boolean, entitiesFile: string | undefined, entityCount: number): HealthCheck {
+  if (!fromFile) {
+    return { name: "policy", status: "ok", message: "no policy file given: the default policy allows every action", details: { source: "default" } };
+  }
+  const n = set.policies.length;
+  const details: Record<string, unknown> = { source: set.source, policies: n };
+  if (entitiesFile !== undefined) {
+    details.entities_source = entitiesFile;
+    details.entities = entityCount;
+  }
+  const message = n === 0
+    ? `${set.source} holds no policies: every action is denied`
+    : `${n} ${n === 1 ? "policy" : "policies"} loaded from ${set.source}`;
+  return { name: "policy", status: "ok", message, details };
+}
+
+/** Builds the PDP service; rejects with a PolicyFileError when the policy or entities file cannot be used. */
+export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstance> {
+  const policySet = options.policyFile !== undefined ? await loadPolicyFile(options.policyFile) : defaultPolicySet();
+  const entities = options.entitiesFile !== undefined ? await loadEntitiesFile(options.entitiesFile) : [];
+  const decider = createDecider(policySet, entities);
+  const check = policyCheck(policySet, options.policyFile !== undefined, options.entitiesFile, entities.length);
+
+  const app = createService({ name: "pdp", logger: options.logger, health: () => [check] });
+  app.post("/v1/policy::decide", { schema: { body: ref("policy_decision_request") } }, async (req) => {
+    if (req.body === undefined || req.body === null) {
+      throw invalidRequest("the request body is missing", [{ path: "/", message: "a PolicyDecisionRequest is required" }]);
+    }
+    return decider.decide(req.body as PolicyDecisionRequest);
+  });
+  return app;
+}

@@ -1,0 +1,512 @@
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { request } from "undici";
+import type { FastifyInstance } from "fastify";
+import { validatorFor } from "@nodefabric/schemas";
+import { buildPdp, createDecider, entityTypeName, loadPolicyFile } from "../src/services/pdp/index.js";
+
+const isDecision = validatorFor("policy_decision");
+const isEnvelope = validatorFor("error_envelope");
+const EXAMPLE = fileURLToPath(new URL("../policies/example.cedar", import.meta.url));
+const ALLOW_ALL = fileURLToPath(new URL("../policies/allow-all.cedar", import.meta.url));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "nf-"));
+
+function writeTmp(name: string, text: string): string {
+  const file = path.join(tmp, name);
+  fs.writeFileSync(file, text);
+  return file;
+}
+
+interface Answer {
+  status: number;
+  body: any;
+}
+
+async function call(base: string, method: "GET" | "POST", p: string, body?: unknown, raw?: string): Promise<Answer> {
+  const res = await request(base + p, {
+    method,
+    body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+    headers: body !== undefined || raw !== undefined ? { "content-type": "application/json" } : {},
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, body: text ? JSON.parse(text) : undefined };
+}
+
+async function start(app: FastifyInstance): Promise<string> {
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const addr = app.server.address();
+  return `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+}
+
+/** Asks for a decision, and proves the answer is a 200 PolicyDecision valid under the v1 schema. */
+async function decide(base: string, body: Record<string, unknown>): Promise<any> {
+  const r = await call(base, "POST", "/v1/policy:decide", body);
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  expect(isDecision(r.body), JSON.stringify(isDecision.errors)).toBe(true);
+  return r.body;
+}
+
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+describe("PDP without a policy file", () => {
+  let app: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    app = await buildPdp();
+    base = await start(app);
+  });
+  afterAll(() => app.close());
+
+  it("allows every action, naming the default policy", async () => {
+    for (const action of ["run.start", "node.run.create", "node.run.execute", "anything.else"]) {
+      const d = await decide(base, { action, run_context: { tenant_id: "tenant-suspended" }, constraints: { gates: { side_effect_class: "irreversible" } } });
+      expect(d).toEqual({
+        decision: "allow",
+        reason_code: "policy:default-allow-all",
+        message: "allowed by policy default-allow-all",
+        extensions: { "nodefabric.policies": ["default-allow-all"] },
+      });
+    }
+  });
+
+  it("says in its health check that the default policy allows everything", async () => {
+    const h = await call(base, "GET", "/v1/health");
+    expect(h.status).toBe(200);
+    expect(validatorFor("health")(h.body)).toBe(true);
+    expect(h.body.status).toBe("ok");
+    expect(h.body.checks).toEqual([
+      { name: "policy", status: "ok", message: "no policy file given: the default policy allows every action", details: { source: "default" } },
+    ]);
+  });
+
+  it("answers version as the pdp service", async () => {
+    const v = await call(base, "GET", "/v1/version");
+    expect(v.status).toBe(200);
+    expect(validatorFor("version_info")(v.body)).toBe(true);
+    expect(v.body.service_name).toBe("pdp");
+    expect(v.body.supported_api_versions).toContain("v1");
+  });
+
+  it("refuses bad requests with 400 invalid_request and an ErrorEnvelope", async () => {
+    const cases: Array<[string, Answer, string]> = [
+      ["missing action", await call(base, "POST", "/v1/policy:decide", { run_id: "run_1" }), "/action"],
+      ["unknown field", await call(base, "POST", "/v1/policy:decide", { action: "run.start", actor: "alice" }), "/actor"],
+      ["wrong type", await call(base, "POST", "/v1/policy:decide", { action: 5 }), "/action"],
+      ["wrong nested type", await call(base, "POST", "/v1/policy:decide", { action: "run.start", context: [1, 2] }), "/context"],
+      ["bad gate", await call(base, "POST", "/v1/policy:decide", { action: "run.start", constraints: { gates: { side_effect_class: "delete" } } }), "/constraints/gates/side_effect_class"],
+      ["empty action", await call(base, "POST", "/v1/policy:decide", { action: "" }), "/action"],
+    ];
+    for (const [what, r, pointer] of cases) {
+      expect(r.status, what).toBe(400);
+      expect(isEnvelope(r.body), what).toBe(true);
+      expect(r.body.error.code, what).toBe("invalid_request");
+      expect(r.body.error.details.errors.map((e: { path: string }) => e.path), what).toContain(pointer);
+    }
+    const noBody = await call(base, "POST", "/v1/policy:decide", undefined, "");
+    expect(noBody.status).toBe(400);
+    expect(noBody.body.error.code).toBe("invalid_request");
+    const badJson = await call(base, "POST", "/v1/policy:decide", undefined, '{"action": ');
+    expect(badJson.status).toBe(400);
+    expect(badJson.body.error.code).toBe("invalid_request");
+    const wrongMethod = await call(base, "GET", "/v1/policy:decide");
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.body.error.code).toBe("method_not_allowed");
+  });
+});
+
+describe("PDP with the example policy file", () => {
+  let app: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    app = await buildPdp({ policyFile: EXAMPLE });
+    base = await start(app);
+  });
+  afterAll(() => app.close());
+
+  const alice = { tenant_id: "acme", actor: { type: "user", id: "alice" } };
+  const weather = { node_type_id: "weather.current", version: "1.0.0" };
+
+  it("reports the file and its policy count in health", async () => {
+    const h = await call(base, "GET", "/v1/health");
+    expect(h.status).toBe(200);
+    expect(validatorFor("health")(h.body)).toBe(true);
+    expect(h.body.checks).toEqual([{ name: "policy", status: "ok", message: `7 policies loaded from ${EXAMPLE}`, details: { source: EXAMPLE, policies: 7 } }]);
+  });
+
+  it("allows run.start and node.run.create, naming the policy", async () => {
+    const start = await decide(base, { action: "run.start", run_id: "run_1", run_context: alice });
+    expect(start).toMatchObject({ decision: "allow", reason_code: "policy:allow-run-start", message: "allowed by policy allow-run-start" });
+    expect(start.extensions["nodefabric.policies"]).toEqual(["allow-run-start"]);
+    const create = await decide(base, { action: "node.run.create", run_id: "run_1", node_type_ref: weather, run_context: alice });
+    expect(create).toMatchObject({ decision: "allow", reason_code: "policy:allow-node-run-create" });
+  });
+
+  it("allows executing a read node type", async () => {
+    const d = await decide(base, {
+      action: "node.run.execute",
+      run_id: "run_1",
+      node_run_id: "nr_1",
+      node_type_ref: weather,
+      run_context: alice,
+      constraints: { gates: { side_effect_class: "read" } },
+    });
+    expect(d).toEqual({
+      decision: "allow",
+      reason_code: "policy:allow-read-execute",
+      message: "allowed by policy allow-read-execute",
+      extensions: { "nodefabric.policies": ["allow-read-execute"] },
+    });
+  });
+
+  it("denies a suspended tenant, naming the forbid policy, even where a permit matches", async () => {
+    const d = await decide(base, {
+      action: "node.run.execute",
+      node_type_ref: weather,
+      run_context: { tenant_id: "tenant-suspended", actor: { type: "user", id: "bob" } },
+      constraints: { gates: { side_effect_class: "read" } },
+    });
+    expect(d).toEqual({
+      decision: "deny",
+      reason_code: "denied_by:forbid-suspended-tenant",
+      message: "denied by policy forbid-suspended-tenant",
+      extensions: { "nodefabric.policies": ["forbid-suspended-tenant"] },
+    });
+    const start = await decide(base, { action: "run.start", run_context: { tenant_id: "tenant-suspended" } });
+    expect(start.decision).toBe("deny");
+    expect(start.reason_code).toBe("denied_by:forbid-suspended-tenant");
+  });
+
+  it("denies with no_permit when no policy permits the action", async () => {
+    const d = await decide(base, { action: "node.run.execute", node_type_ref: weather, run_context: alice, constraints: { gates: { side_effect_class: "write" } } });
+    expect(d).toEqual({ decision: "deny", reason_code: "no_permit", message: "no policy permits node.run.execute", extensions: { "nodefabric.policies": [] } });
+    const unknown = await decide(base, { action: "registry.publish" });
+    expect(unknown).toMatchObject({ decision: "deny", reason_code: "no_permit", message: "no policy permits registry.publish" });
+  });
+
+  it("compares the max_cost budget as a decimal", async () => {
+    const ask = (max_cost: number) =>
+      decide(base, { action: "node.run.execute", node_type_ref: weather, run_context: alice, constraints: { gates: { side_effect_class: "write" }, budgets: { max_cost, max_steps: 10 } } });
+    expect((await ask(99.5)).reason_code).toBe("policy:allow-bounded-write-execute");
+    expect((await ask(100)).reason_code).toBe("policy:allow-bounded-write-execute");
+    expect((await ask(100.25)).reason_code).toBe("no_permit");
+  });
+
+  it("requires approval for an irreversible node type, with a fresh approval_ref each time", async () => {
+    const body = {
+      action: "node.run.execute",
+      run_id: "run_2",
+      node_run_id: "nr_9",
+      node_type_ref: { node_type_id: "payments.transfer", version: "2.0.0" },
+      run_context: alice,
+      constraints: { gates: { side_effect_class: "irreversible" } },
+    };
+    const d = await decide(base, body);
+    expect(d.decision).toBe("require_approval");
+    expect(d.reason_code).toBe("approval_required_by:approve-irreversible");
+    expect(d.message).toBe("policy approve-irreversible requires approval for node.run.execute");
+    expect(d.approval_ref.approval_id).toMatch(/^apr_[0-9a-z]{26}$/);
+    expect(d.extensions["nodefabric.policies"]).toEqual(["approve-irreversible"]);
+    const again = await decide(base, body);
+    expect(again.approval_ref.approval_id).not.toBe(d.approval_ref.approval_id);
+  });
+
+  it("requires approval when the gates ask for it, even where a plain permit also matches", async () => {
+    const d = await decide(base, {
+      action: "node.run.execute",
+      node_type_ref: weather,
+      run_context: alice,
+      constraints: { gates: { side_effect_class: "read", require_approval: true } },
+    });
+    expect(d.decision).toBe("require_approval");
+    expect(d.reason_code).toBe("approval_required_by:approve-when-gated");
+    expect(d.extensions["nodefabric.policies"]).toEqual(["allow-read-execute", "approve-when-gated"]);
+    expect(typeof d.approval_ref.approval_id).toBe("string");
+  });
+
+  it("still answers 200 with a decision for context values Cedar cannot hold", async () => {
+    let deep: Record<string, unknown> = { leaf: true };
+    for (let i = 0; i < 200; i++) deep = { n: deep };
+    const d = await decide(base, {
+      action: "node.run.execute",
+      node_type_ref: weather,
+      run_context: { ...alice, identity: { sub: 42, nested: { x: null } }, budgets: { spent: 1.5 } },
+      constraints: { gates: { side_effect_class: "read" }, budgets: { max_cost: 1e300, max_steps: 9007199254740993 } },
+      context: {
+        nothing: null,
+        ratio: 0.333333333,
+        tiny: -1e-9,
+        huge: 1e300,
+        big_int: 2 ** 60,
+        mixed: [1, "two", null, { three: 3.5 }, [true]],
+        deep,
+        "": "empty key",
+        "weird key/~": "x\u0000\u{1F600}",
+        __entity: { type: "NodeFabric::User", id: "root" },
+        smuggled: { __extn: { fn: "decimal", arg: "1.23456" } },
+        tenant_id: "tenant-other",
+        side_effect_class: "irreversible",
+      },
+    });
+    expect(d.decision).toBe("allow");
+    expect(d.reason_code).toBe("policy:allow-read-execute");
+    const dropped = d.extensions["nodefabric.context_dropped"].map((x: { path: string }) => x.path);
+    expect(dropped).toEqual(
+      expect.arrayContaining([
+        "/context/nothing",
+        "/context/huge",
+        "/context/big_int",
+        "/context/mixed/2",
+        "/context/__entity",
+        "/context/smuggled/__extn",
+        "/context/tenant_id",
+        "/context/side_effect_class",
+        "/constraints/budgets/max_cost",
+        "/constraints/budgets/max_steps",
+      ]),
+    );
+    expect(dropped.some((p: string) => p.startsWith("/context/deep/n/n/"))).toBe(true);
+  });
+
+  it("does not let the request's context override the fabric's own keys", async () => {
+    // A suspended tenant cannot pass itself off as another tenant, nor make an irreversible node type look like a read.
+    const d = await decide(base, {
+      action: "node.run.execute",
+      node_type_ref: weather,
+      run_context: { tenant_id: "tenant-suspended" },
+      constraints: { gates: { side_effect_class: "irreversible" } },
+      context: { tenant_id: "acme", side_effect_class: "read", require_approval: false },
+    });
+    expect(d.decision).toBe("deny");
+    expect(d.reason_code).toBe("denied_by:forbid-suspended-tenant");
+  });
+});
+
+describe("the mapping from a PolicyDecisionRequest to Cedar", () => {
+  let app: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    const file = writeTmp(
+      "mapping.cedar",
+      `
+@id("alice-user")
+permit(principal == NodeFabric::User::"alice", action == NodeFabric::Action::"check.principal", resource);
+
+@id("service-account")
+permit(principal == NodeFabric::ServiceAccount::"ci", action == NodeFabric::Action::"check.principal", resource);
+
+@id("anonymous")
+permit(principal == NodeFabric::Anonymous::"anonymous", action == NodeFabric::Action::"check.principal", resource);
+
+@id("tenant-attribute")
+permit(principal is NodeFabric::User, action == NodeFabric::Action::"check.tenant", resource)
+when { principal has tenant_id && principal.tenant_id == context.tenant_id };
+
+@id("node-type-resource")
+permit(principal, action == NodeFabric::Action::"check.resource", resource == NodeFabric::NodeType::"weather.current")
+when { resource.version == "1.2.0" && context.node_type_id == "weather.current" && context.node_type_version == "1.2.0" };
+
+@id("run-resource")
+permit(principal, action == NodeFabric::Action::"check.resource", resource == NodeFabric::Run::"run_7")
+when { context.run_id == "run_7" && context.node_run_id == "nr_7" };
+
+@id("fabric-resource")
+permit(principal, action == NodeFabric::Action::"check.resource", resource == NodeFabric::Fabric::"fabric");
+
+@id("context-values")
+permit(principal, action == NodeFabric::Action::"check.context", resource)
+when {
+  context.amount.greaterThan(decimal("10.5")) && context.count > 2 && context.flags.contains("urgent") &&
+  context.customer.tier == "gold" && context.budgets.max_steps == 10 && context.budgets.max_cost == decimal("2.5") &&
+  context.require_approval == false
+};
+
+@id("missing-key")
+forbid(principal, action == NodeFabric::Action::"check.errors", resource) when { context.not_there == 1 };
+
+@id("allow-errors-check")
+permit(principal, action == NodeFabric::Action::"check.errors", resource);
+`,
+    );
+    app = await buildPdp({ policyFile: file });
+    base = await start(app);
+  });
+  afterAll(() => app.close());
+
+  it("takes the principal from the actor, then identity.sub, else anonymous", async () => {
+    expect((await decide(base, { action: "check.principal", run_context: { actor: { type: "user", id: "alice" } } })).reason_code).toBe("policy:alice-user");
+    expect((await decide(base, { action: "check.principal", run_context: { actor: { type: "service_account", id: "ci" } } })).reason_code).toBe("policy:service-account");
+    expect((await decide(base, { action: "check.principal", run_context: { identity: { sub: "alice" } } })).reason_code).toBe("policy:alice-user");
+    expect((await decide(base, { action: "check.principal" })).reason_code).toBe("policy:anonymous");
+    expect((await decide(base, { action: "check.principal", run_context: { actor: { type: "user", id: "mallory" } } })).reason_code).toBe("no_permit");
+  });
+
+  it("sanitises actor types into Cedar entity type names", () => {
+    expect(entityTypeName("user")).toBe("NodeFabric::User");
+    expect(entityTypeName("service_account")).toBe("NodeFabric::ServiceAccount");
+    expect(entityTypeName("ci-bot")).toBe("NodeFabric::CiBot");
+    expect(entityTypeName("a::b \"c\"")).toBe("NodeFabric::ABC");
+    expect(entityTypeName("--")).toBe("NodeFabric::Actor");
+    expect(entityTypeName("9lives")).toBe("NodeFabric::Actor9lives");
+    expect(entityTypeName("action")).toBe("NodeFabric::ActorAction");
+  });
+
+  it("answers for actor types and ids that are not Cedar identifiers", async () => {
+    const d = await decide(base, { action: "check.principal", run_context: { actor: { type: "::\"}; permit(", id: "\"); forbid(" } } });
+    expect(d.reason_code).toBe("no_permit");
+  });
+
+  it("gives the principal its tenant_id", async () => {
+    const ok = await decide(base, { action: "check.tenant", run_context: { tenant_id: "acme", identity: { sub: "alice" } } });
+    expect(ok.reason_code).toBe("policy:tenant-attribute");
+  });
+
+  it("makes the resource a NodeType, else a Run, else the Fabric", async () => {
+    const nt = await decide(base, { action: "check.resource", run_id: "run_7", node_type_ref: { node_type_id: "weather.current", version: "1.2.0" } });
+    expect(nt.reason_code).toBe("policy:node-type-resource");
+    const run = await decide(base, { action: "check.resource", run_id: "run_7", node_run_id: "nr_7" });
+    expect(run.reason_code).toBe("policy:run-resource");
+    const fabric = await decide(base, { action: "check.resource" });
+    expect(fabric.reason_code).toBe("policy:fabric-resource");
+  });
+
+  it("passes the request's context, budgets and gates to Cedar with Cedar types", async () => {
+    const d = await decide(base, {
+      action: "check.context",
+      constraints: { budgets: { max_steps: 10, max_cost: 2.5 } },
+      context: { amount: 12.75, count: 3, flags: ["urgent", "eu"], customer: { tier: "gold", since: null } },
+    });
+    expect(d.reason_code).toBe("policy:context-values");
+    expect(d.extensions["nodefabric.context_dropped"]).toEqual([{ path: "/context/customer/since", reason: "null has no Cedar value" }]);
+  });
+
+  it("reports policies Cedar could not evaluate in nodefabric.errors", async () => {
+    const d = await decide(base, { action: "check.errors" });
+    expect(d.decision).toBe("allow");
+    expect(d.reason_code).toBe("policy:allow-errors-check");
+    expect(d.extensions["nodefabric.errors"]).toEqual([{ policy_id: "missing-key", message: expect.stringContaining("not_there") }]);
+  });
+});
+
+describe("PDP with an entities file", () => {
+  let app: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    const policies = writeTmp(
+      "groups.cedar",
+      `
+@id("forbid-blocked")
+forbid(principal in NodeFabric::Group::"blocked", action, resource);
+
+@id("finance-in-tenant")
+permit(principal in NodeFabric::Group::"finance", action, resource)
+when { principal.department == "finance" && principal has tenant_id && principal.tenant_id == "acme" };
+`,
+    );
+    const entities = writeTmp(
+      "entities.json",
+      JSON.stringify([
+        { uid: { type: "NodeFabric::User", id: "mallory" }, attrs: {}, parents: [{ type: "NodeFabric::Group", id: "blocked" }, { type: "NodeFabric::Group", id: "finance" }] },
+        { uid: { __entity: { type: "NodeFabric::User", id: "alice" } }, attrs: { department: "finance", tenant_id: "file-value" }, parents: [{ type: "NodeFabric::Group", id: "finance" }] },
+        { uid: { type: "NodeFabric::Group", id: "blocked" }, attrs: {}, parents: [] },
+        { uid: { type: "NodeFabric::Group", id: "finance" }, attrs: {}, parents: [] },
+      ]),
+    );
+    app = await buildPdp({ policyFile: policies, entitiesFile: entities });
+    base = await start(app);
+  });
+  afterAll(() => app.close());
+
+  it("uses the file's group memberships and merges the request's attributes over the file's", async () => {
+    const alice = await decide(base, { action: "run.start", run_context: { tenant_id: "acme", actor: { type: "user", id: "alice" } } });
+    expect(alice.reason_code).toBe("policy:finance-in-tenant");
+    const mallory = await decide(base, { action: "run.start", run_context: { tenant_id: "acme", actor: { type: "user", id: "mallory" } } });
+    expect(mallory.reason_code).toBe("denied_by:forbid-blocked");
+    const stranger = await decide(base, { action: "run.start", run_context: { tenant_id: "acme", actor: { type: "user", id: "zed" } } });
+    expect(stranger.reason_code).toBe("no_permit");
+  });
+
+  it("lists the entities file in health", async () => {
+    const h = await call(base, "GET", "/v1/health");
+    expect(h.body.checks[0].details).toMatchObject({ policies: 2, entities: 4 });
+  });
+});
+
+describe("loading policy files", () => {
+  it("rejects a policy file that does not parse, naming the file, the line and Cedar's message", async () => {
+    const file = writeTmp("broken.cedar", '@id("ok")\npermit(principal, action, resource);\n\npermit(principal, action, resource)\nwhen { context.x == };\n');
+    await expect(buildPdp({ policyFile: file })).rejects.toThrow(`${file}:5:`);
+    await expect(buildPdp({ policyFile: file })).rejects.toThrow(/unexpected token `}`/);
+  });
+
+  it("rejects a missing file, duplicate ids, a bad approval annotation, templates and bad entities", async () => {
+    const missing = path.join(tmp, "nope.cedar");
+    await expect(buildPdp({ policyFile: missing })).rejects.toThrow(`${missing}: cannot read the policy file`);
+    const dup = writeTmp("dup.cedar", '@id("a")\npermit(principal, action, resource);\n@id("a")\nforbid(principal, action, resource);\n');
+    await expect(buildPdp({ policyFile: dup })).rejects.toThrow(`${dup}:3:1: two policies have the id "a" (the other is on line 1)`);
+    const approval = writeTmp("approval.cedar", '@require_approval("yes")\npermit(principal, action, resource);\n');
+    await expect(buildPdp({ policyFile: approval })).rejects.toThrow(`${approval}:1:1: @require_approval takes "true" or "false", not "yes"`);
+    const forbidApproval = writeTmp("forbid-approval.cedar", '@require_approval("true")\nforbid(principal, action, resource);\n');
+    await expect(buildPdp({ policyFile: forbidApproval })).rejects.toThrow("@require_approval belongs on a permit policy");
+    const template = writeTmp("template.cedar", "permit(principal, action, resource);\npermit(principal == ?principal, action, resource);\n");
+    await expect(buildPdp({ policyFile: template })).rejects.toThrow(`${template}:2:1: policy templates`);
+    const entities = writeTmp("bad-entities.json", JSON.stringify([{ uid: { type: "NodeFabric::User", id: "a" }, attrs: { score: 1.5 }, parents: [] }]));
+    await expect(buildPdp({ policyFile: ALLOW_ALL, entitiesFile: entities })).rejects.toThrow(entities);
+    const notArray = writeTmp("object-entities.json", "{}");
+    await expect(buildPdp({ entitiesFile: notArray })).rejects.toThrow("an entities file holds a JSON array");
+  });
+
+  it("loads the shipped allow-all file and an empty file", async () => {
+    const all = await loadPolicyFile(ALLOW_ALL);
+    expect(all.policies).toEqual([{ id: "allow-all", effect: "permit", requiresApproval: false, line: 3 }]);
+    const empty = writeTmp("empty.cedar", "// nothing here yet\n");
+    const app = await buildPdp({ policyFile: empty });
+    const base = await start(app);
+    try {
+      const h = await call(base, "GET", "/v1/health");
+      expect(h.body.checks[0]).toMatchObject({ message: `${empty} holds no policies: every action is denied`, details: { source: empty, policies: 0 } });
+      expect((await decide(base, { action: "run.start" })).reason_code).toBe("no_permit");
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe("decision speed", () => {
+  it("decides well under a millisecond per decision", async () => {
+    const decider = createDecider(await loadPolicyFile(EXAMPLE));
+    const body = {
+      action: "node.run.execute",
+      run_id: "run_1",
+      node_run_id: "nr_1",
+      node_type_ref: { node_type_id: "weather.current", version: "1.0.0" },
+      run_context: { tenant_id: "acme", actor: { type: "user", id: "alice" } },
+      constraints: { gates: { side_effect_class: "read" as const }, budgets: { max_steps: 10, max_cost: 2.5 } },
+      context: { region: "eu", amount: 12.5 },
+    };
+    for (let i = 0; i < 200; i++) decider.decide(body);
+    const n = 3000;
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) decider.decide(body);
+    const perDecisionMs = Number(process.hrtime.bigint() - t0) / 1e6 / n;
+    expect(decider.decide(body).decision).toBe("allow");
+
+    const app = await buildPdp({ policyFile: EXAMPLE });
+    const base = await start(app);
+    let httpPerDecisionMs: number;
+    try {
+      const m = 500;
+      const t1 = process.hrtime.bigint();
+      for (let i = 0; i < m; i++) await call(base, "POST", "/v1/policy:decide", body);
+      httpPerDecisionMs = Number(process.hrtime.bigint() - t1) / 1e6 / m;
+    } finally {
+      await app.close();
+    }
+    console.log(
+      `pdp: ${perDecisionMs.toFixed(3)} ms per decision in process (${Math.round(1000 / perDecisionMs)} decisions/s); ` +
+        `${httpPerDecisionMs.toFixed(3)} ms per sequential HTTP decision (${Math.round(1000 / httpPerDecisionMs)}/s)`,
+    );
+  });
+});
