@@ -1,8 +1,22 @@
 /**
- * Typed client of the Node Registry (`/v1/node-types`).
+ * Typed client of the Node Registry (`/v1/node-types`, and the executor directory `/v1/executors`).
  */
-import type { NodeType } from "@nodefabric/schemas";
+import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
 import { HttpClient, errorFromResponse, type HttpClientOptions } from "./http-client.js";
+
+/** What an executor tells the registry's directory about itself (`PUT /v1/executors/{id}`, an extension). */
+export interface ExecutorRegistration {
+  endpoint: string;
+  kind: "atomic" | "composite";
+  node_types: NodeTypeRef[];
+  extensions?: Record<string, unknown>;
+}
+
+/** A directory entry as the registry stores it. */
+export interface ExecutorEntry extends ExecutorRegistration {
+  executor_instance_id: string;
+  registered_at: string;
+}
 
 export interface NodeTypeListQuery {
   q?: string;
@@ -10,6 +24,9 @@ export interface NodeTypeListQuery {
   limit?: number;
   page_token?: string;
 }
+
+/** Body of PUT /v1/executors/{executor_instance_id}: an executor announcing itself (same as ExecutorRegistration). */
+export type ExecutorRegistrationBody = ExecutorRegistration;
 
 /** Talks to a Node Registry over HTTP. */
 export class RegistryClient {
@@ -54,6 +71,16 @@ export class RegistryClient {
   /** The versions published for an id. */
   versions(nodeTypeId: string): Promise<string[]> {
     return this.http.json<string[]>("GET", `/v1/node-types/${encodeURIComponent(nodeTypeId)}/versions`);
+  }
+
+  /** Registers (or re-registers, as a heartbeat) an executor and the node types it serves. */
+  registerExecutor(executorInstanceId: string, registration: ExecutorRegistration): Promise<ExecutorEntry> {
+    return this.http.json<ExecutorEntry>("PUT", `/v1/executors/${encodeURIComponent(executorInstanceId)}`, registration);
+  }
+
+  /** Registered executors, optionally only those serving a node type (and version). */
+  listExecutors(filter: { node_type_id?: string; version?: string } = {}): Promise<ExecutorEntry[]> {
+    return this.http.json<ExecutorEntry[]>("GET", "/v1/executors", undefined, { query: { ...filter } });
   }
 
   close(): Promise<void> {

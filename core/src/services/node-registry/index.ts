@@ -1,0 +1,219 @@
+/**
+ * The Node Registry: the catalogue of immutable NodeType versions (`/v1/node-types`) and the
+ * directory of executors and the node types they serve (`/v1/executors`, an extension).
+ */
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { schemaId } from "@nodefabric/schemas";
+import { FabricError, invalidRequest, type ValidationIssue } from "../../http/errors.js";
+import { createService, type HealthCheck } from "../../http/service.js";
+import { ref } from "../../http/validation.js";
+import { clock } from "../../clock.js";
+import type { ExecutorRecord, NodeKind, NodeTypeStore, ServedNodeTypeRef, StoredNodeType } from "../../store/node-type-store.js";
+import { SqliteNodeTypeStore } from "../../store/sqlite-node-type-store.js";
+import { isSemver } from "../../store/node-type-version-order.js";
+import { canonicalJson } from "./canonical-json.js";
+import { schemaCompileIssues } from "./schema-compile-check.js";
+import { decodePageToken, encodePageToken } from "./page-token.js";
+
+export interface NodeRegistryOptions {
+  /** pino options, `false` to silence. */
+  logger?: boolean | Record<string, unknown>;
+  /** The SQLite file holding node types and executors (created when missing). */
+  dbPath: string;
+}
+
+/** Longest list of unserved node types the health check spells out. */
+const UNSERVED_SHOWN = 100;
+const DEFAULT_LIMIT = 1000;
+
+const EXECUTOR_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$";
+
+// The executor directory is an extension, so its bodies are described here rather than in the v1 set.
+const executorRegistrationSchema = {
+  $schema: "https://json-schema.org/draft/2020-12/schema",
+  type: "object",
+  properties: {
+    endpoint: { type: "string", format: "uri", minLength: 1, maxLength: 2048 },
+    kind: { type: "string", enum: ["atomic", "composite"] },
+    node_types: { type: "array", items: { $ref: schemaId("node_type_ref") }, maxItems: 10000 },
+    extensions: { $ref: schemaId("extensions") },
+  },
+  required: ["endpoint", "kind", "node_types"],
+  additionalProperties: false,
+} as const;
+
+const executorParamsSchema = {
+  type: "object",
+  properties: { executor_instance_id: { type: "string", pattern: EXECUTOR_ID_PATTERN } },
+  required: ["executor_instance_id"],
+} as const;
+
+const executorQuerySchema = {
+  $schema: "https://json-schema.org/draft/2020-12/schema",
+  type: "object",
+  properties: {
+    node_type_id: { type: "string", minLength: 1, maxLength: 256 },
+    version: { type: "string", minLength: 1, maxLength: 64 },
+  },
+  dependentRequired: { version: ["node_type_id"] },
+  additionalProperties: false,
+} as const;
+
+const listQuerySchema = {
+  type: "object",
+  properties: {
+    q: { type: "string", maxLength: 256 },
+    kind: { type: "string", enum: ["atomic", "composite"] },
+    limit: { type: "integer", minimum: 1, maximum: 1000 },
+    page_token: { type: "string", minLength: 1, maxLength: 2048 },
+  },
+  additionalProperties: false,
+} as const;
+
+const getQuerySchema = {
+  type: "object",
+  properties: { version: { type: "string", minLength: 1, maxLength: 64 } },
+  additionalProperties: false,
+} as const;
+
+interface PublishBody {
+  node_type: Record<string, unknown> & { node_type_id: string; version: string; kind: NodeKind };
+}
+
+/** Sends JSON text that is already serialized (stored canonical JSON), skipping a parse and re-encode. */
+function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type("application/json; charset=utf-8").send(text);
+}
+
+function notFound(nodeTypeId: string, version: string | undefined, available: string[]): FabricError {
+  if (available.length === 0) {
+    return new FabricError("node_type_not_found", `no node type "${nodeTypeId}" is published`, { details: { node_type_id: nodeTypeId } });
+  }
+  return new FabricError("node_type_not_found", `node type "${nodeTypeId}" has no version "${version}"`, {
+    details: { node_type_id: nodeTypeId, version, available_versions: available },
+  });
+}
+
+async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
+  try {
+    await store.ping();
+  } catch (err) {
+    return [{ name: "store", status: "down", message: `the store cannot be read: ${(err as Error).message}` }];
+  }
+  const [atomic, executors] = await Promise.all([store.latestNodeTypes("atomic"), store.listExecutors()]);
+  const served = new Set<string>();
+  for (const e of executors) for (const r of e.node_types) served.add(`${r.node_type_id}\u0000${r.version}`);
+  const unserved = atomic
+    .filter((t) => !served.has(`${t.node_type_id}\u0000${t.version}`))
+    .map((t) => ({ node_type_id: t.node_type_id, version: t.version }));
+  const check: HealthCheck = {
+    name: "unserved_node_types",
+    status: unserved.length === 0 ? "ok" : "degraded",
+    details: { node_types: unserved.slice(0, UNSERVED_SHOWN), count: unserved.length },
+  };
+  if (unserved.length > 0) check.message = `${unserved.length} published atomic node type(s) have no registered executor`;
+  return [{ name: "store", status: "ok" }, check];
+}
+
+/** Builds the Node Registry service on a SQLite file; the store is closed with the app. */
+export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<FastifyInstance> {
+  const store: NodeTypeStore = new SqliteNodeTypeStore(options.dbPath);
+  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store) });
+  app.addHook("onClose", async () => {
+    await store.close();
+  });
+
+  app.post<{ Body: PublishBody }>("/v1/node-types", { schema: { body: ref("node_type_publish_request") } }, async (req, reply) => {
+    const nodeType = req.body.node_type;
+    const issues: ValidationIssue[] = [];
+    if (!isSemver(nodeType.version)) {
+      issues.push({ path: "/node_type/version", message: `must be a semver version such as 1.2.0 (got "${nodeType.version}")` });
+    }
+    issues.push(
+      ...schemaCompileIssues([
+        { path: "/node_type/input_schema", schema: nodeType.input_schema },
+        { path: "/node_type/output_schema", schema: nodeType.output_schema },
+      ]),
+    );
+    if (issues.length > 0) throw invalidRequest("the node type cannot be published", issues);
+
+    const json = canonicalJson(nodeType);
+    const { inserted, stored } = await store.insertNodeType({
+      node_type_id: nodeType.node_type_id,
+      version: nodeType.version,
+      kind: nodeType.kind,
+      json,
+      published_at: clock.isoNow(),
+    });
+    if (!inserted && stored.json !== json) {
+      throw new FabricError(
+        "node_type_version_conflict",
+        `${nodeType.node_type_id}@${nodeType.version} is already published with different content; publish a new version`,
+        { details: { node_type_id: nodeType.node_type_id, version: nodeType.version } },
+      );
+    }
+    if (inserted) req.log.info({ node_type_id: stored.node_type_id, version: stored.version }, "node type published");
+    return sendJsonText(reply, stored.json);
+  });
+
+  app.get<{ Querystring: { q?: string; kind?: NodeKind; limit?: number; page_token?: string } }>(
+    "/v1/node-types",
+    { schema: { querystring: listQuerySchema } },
+    async (req, reply) => {
+      const { q, kind, page_token } = req.query;
+      const limit = req.query.limit ?? DEFAULT_LIMIT;
+      const after = page_token === undefined ? undefined : decodePageToken(page_token);
+      const page = await store.listNodeTypes({ q, kind, limit, after });
+      if (page.more && page.items.length > 0) {
+        const last = page.items[page.items.length - 1] as StoredNodeType;
+        reply.header("x-next-page-token", encodePageToken(last));
+      }
+      return sendJsonText(reply, `[${page.items.map((t) => t.json).join(",")}]`);
+    },
+  );
+
+  app.get<{ Params: { node_type_id: string }; Querystring: { version?: string } }>(
+    "/v1/node-types/:node_type_id",
+    { schema: { querystring: getQuerySchema } },
+    async (req, reply) => {
+      const { node_type_id } = req.params;
+      const { version } = req.query;
+      const found = version === undefined ? await store.latestNodeType(node_type_id) : await store.getNodeType(node_type_id, version);
+      if (!found) throw notFound(node_type_id, version, version === undefined ? [] : await store.listVersions(node_type_id));
+      return sendJsonText(reply, found.json);
+    },
+  );
+
+  app.get<{ Params: { node_type_id: string } }>("/v1/node-types/:node_type_id/versions", async (req) => {
+    const versions = await store.listVersions(req.params.node_type_id);
+    if (versions.length === 0) throw notFound(req.params.node_type_id, undefined, []);
+    return versions;
+  });
+
+  app.put<{ Params: { executor_instance_id: string }; Body: Omit<ExecutorRecord, "executor_instance_id" | "registered_at"> }>(
+    "/v1/executors/:executor_instance_id",
+    { schema: { params: executorParamsSchema, body: executorRegistrationSchema } },
+    async (req) => {
+      const body = req.body;
+      const record: ExecutorRecord = {
+        executor_instance_id: req.params.executor_instance_id,
+        endpoint: body.endpoint,
+        kind: body.kind,
+        node_types: body.node_types.map((r: ServedNodeTypeRef) => ({ ...r })),
+        registered_at: clock.isoNow(),
+      };
+      if (body.extensions !== undefined) record.extensions = body.extensions;
+      const stored = await store.putExecutor(record);
+      req.log.info({ executor_instance_id: stored.executor_instance_id, node_types: stored.node_types.length }, "executor registered");
+      return stored;
+    },
+  );
+
+  app.get<{ Querystring: { node_type_id?: string; version?: string } }>(
+    "/v1/executors",
+    { schema: { querystring: executorQuerySchema } },
+    async (req) => store.listExecutors({ node_type_id: req.query.node_type_id, version: req.query.version }),
+  );
+
+  return app;
+}

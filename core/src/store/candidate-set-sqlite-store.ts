@@ -1,0 +1,63 @@
+/**
+ * Selection's CandidateSet store on SQLite (better-sqlite3, WAL).
+ */
+import type Database from "better-sqlite3";
+import type { CandidateSetStore, StoredCandidateSet } from "./candidate-set-store.js";
+import { openSqlite } from "./sqlite-node-type-store.js";
+
+/** The schema version this code writes; bump it with a new step in MIGRATIONS. */
+const SCHEMA_VERSION = 1;
+
+// Idempotent (IF NOT EXISTS) so a file shared with another store that also uses user_version still gets the table.
+const MIGRATIONS: string[] = [
+  `CREATE TABLE IF NOT EXISTS candidate_sets (
+     id TEXT PRIMARY KEY,
+     subtask_id TEXT NOT NULL,
+     json TEXT NOT NULL,
+     created_at TEXT NOT NULL
+   ) WITHOUT ROWID;`,
+];
+
+function migrate(db: Database.Database): void {
+  const current = db.pragma("user_version", { simple: true }) as number;
+  db.transaction(() => {
+    db.exec(MIGRATIONS[0]);
+    for (let v = Math.max(current, 1); v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
+    if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  })();
+}
+
+/** CandidateSetStore on one SQLite file. */
+export class SqliteCandidateSetStore implements CandidateSetStore {
+  private readonly db: Database.Database;
+  private readonly stmt;
+  private closed = false;
+
+  constructor(path: string) {
+    this.db = openSqlite(path);
+    migrate(this.db);
+    this.stmt = {
+      insert: this.db.prepare(`INSERT INTO candidate_sets (id, subtask_id, json, created_at) VALUES (?, ?, ?, ?)`),
+      get: this.db.prepare(`SELECT json FROM candidate_sets WHERE id = ?`).pluck(),
+      ping: this.db.prepare(`SELECT 1`).pluck(),
+    };
+  }
+
+  async insertCandidateSet(record: StoredCandidateSet): Promise<void> {
+    this.stmt.insert.run(record.candidate_set_id, record.subtask_id, record.json, record.created_at);
+  }
+
+  async getCandidateSetJson(candidateSetId: string): Promise<string | undefined> {
+    return this.stmt.get.get(candidateSetId) as string | undefined;
+  }
+
+  async ping(): Promise<void> {
+    this.stmt.ping.get();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * What the Node Registry needs from storage: immutable NodeType versions and the executor directory.
+ * Implementations (SQLite now, PostgreSQL later) own ordering and pagination; nothing above this
+ * interface knows which database it talks to.
+ */
+
+export type NodeKind = "atomic" | "composite";
+
+/** The key of one published version. */
+export interface NodeTypeKey {
+  node_type_id: string;
+  version: string;
+}
+
+/** One published NodeType version as stored: its canonical JSON (keys sorted) is the source of truth. */
+export interface StoredNodeType extends NodeTypeKey {
+  kind: NodeKind;
+  /** Canonical JSON of the NodeType; byte-identical for identical content. */
+  json: string;
+  published_at: string;
+}
+
+export interface NodeTypeListQuery {
+  /** Case-insensitive substring of node_type_id. */
+  q?: string;
+  kind?: NodeKind;
+  /** Keyset cursor: list only versions ordered after this key. */
+  after?: NodeTypeKey;
+  limit: number;
+}
+
+export interface NodeTypeListPage {
+  /** Ordered by node_type_id, then version by semver precedence. */
+  items: StoredNodeType[];
+  /** True when more items follow the last one. */
+  more: boolean;
+}
+
+/** A NodeTypeRef as an executor lists it. */
+export interface ServedNodeTypeRef {
+  node_type_id: string;
+  version: string;
+  extensions?: Record<string, unknown>;
+}
+
+/** An executor's entry in the directory; re-registering replaces it. */
+export interface ExecutorRecord {
+  executor_instance_id: string;
+  endpoint: string;
+  kind: NodeKind;
+  node_types: ServedNodeTypeRef[];
+  extensions?: Record<string, unknown>;
+  registered_at: string;
+}
+
+export interface ExecutorFilter {
+  node_type_id?: string;
+  /** Only with node_type_id. */
+  version?: string;
+}
+
+export interface NodeTypeStore {
+  /** Inserts a version unless (id, version) exists; either way returns what is stored now. */
+  insertNodeType(record: StoredNodeType): Promise<{ inserted: boolean; stored: StoredNodeType }>;
+  /** One exact version. */
+  getNodeType(nodeTypeId: string, version: string): Promise<StoredNodeType | undefined>;
+  /** The highest version by semver precedence. */
+  latestNodeType(nodeTypeId: string): Promise<StoredNodeType | undefined>;
+  /** Every version of an id, lowest first (empty when the id is unknown). */
+  listVersions(nodeTypeId: string): Promise<string[]>;
+  /** One page of versions in (node_type_id, semver) order. */
+  listNodeTypes(query: NodeTypeListQuery): Promise<NodeTypeListPage>;
+  /** The highest version of every id, ordered by node_type_id. */
+  latestNodeTypes(kind?: NodeKind): Promise<StoredNodeType[]>;
+  /** Stores or replaces an executor's entry. */
+  putExecutor(record: ExecutorRecord): Promise<ExecutorRecord>;
+  /** Executors ordered by executor_instance_id, optionally only those serving a node type (version). */
+  listExecutors(filter?: ExecutorFilter): Promise<ExecutorRecord[]>;
+  /** A trivial round trip, for health checks. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

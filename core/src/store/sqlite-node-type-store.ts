@@ -1,0 +1,195 @@
+/**
+ * The Node Registry's store on SQLite (better-sqlite3, WAL). Versions are ordered by a precomputed
+ * semver sort key, so listing and keyset pagination are plain index scans.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import type {
+  ExecutorFilter,
+  ExecutorRecord,
+  NodeKind,
+  NodeTypeListPage,
+  NodeTypeListQuery,
+  NodeTypeStore,
+  StoredNodeType,
+} from "./node-type-store.js";
+import { versionSortKey } from "./node-type-version-order.js";
+
+/** The schema version this code writes; bump it with a new step in MIGRATIONS. */
+const SCHEMA_VERSION = 1;
+
+// Each step is idempotent (IF NOT EXISTS) so a file shared with another store that also uses
+// user_version still gets these tables.
+const MIGRATIONS: string[] = [
+  `CREATE TABLE IF NOT EXISTS node_types (
+     node_type_id TEXT NOT NULL,
+     version TEXT NOT NULL,
+     version_key TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     json TEXT NOT NULL,
+     published_at TEXT NOT NULL,
+     PRIMARY KEY (node_type_id, version)
+   ) WITHOUT ROWID;
+   CREATE UNIQUE INDEX IF NOT EXISTS node_types_by_order ON node_types (node_type_id, version_key);
+   CREATE TABLE IF NOT EXISTS executors (
+     executor_instance_id TEXT PRIMARY KEY,
+     json TEXT NOT NULL,
+     registered_at TEXT NOT NULL
+   ) WITHOUT ROWID;
+   CREATE TABLE IF NOT EXISTS executor_node_types (
+     node_type_id TEXT NOT NULL,
+     version TEXT NOT NULL,
+     executor_instance_id TEXT NOT NULL,
+     PRIMARY KEY (node_type_id, version, executor_instance_id)
+   ) WITHOUT ROWID;
+   CREATE INDEX IF NOT EXISTS executor_node_types_by_executor ON executor_node_types (executor_instance_id);`,
+];
+
+interface Row {
+  node_type_id: string;
+  version: string;
+  kind: NodeKind;
+  json: string;
+  published_at: string;
+}
+
+const COLUMNS = "node_type_id, version, kind, json, published_at";
+
+/** Opens a SQLite file in WAL mode and brings its schema up to date. */
+export function openSqlite(file: string): Database.Database {
+  if (file !== ":memory:" && !file.startsWith("file:")) fs.mkdirSync(path.dirname(file), { recursive: true });
+  const db = new Database(file);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma("busy_timeout = 5000");
+  return db;
+}
+
+function migrate(db: Database.Database): void {
+  const current = db.pragma("user_version", { simple: true }) as number;
+  db.transaction(() => {
+    // Always replay the idempotent first step (see MIGRATIONS); later steps run once, by user_version.
+    db.exec(MIGRATIONS[0]);
+    for (let v = Math.max(current, 1); v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
+    if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  })();
+}
+
+/** NodeTypeStore on one SQLite file. */
+export class SqliteNodeTypeStore implements NodeTypeStore {
+  private readonly db: Database.Database;
+  private readonly stmt;
+  private closed = false;
+
+  constructor(path: string) {
+    this.db = openSqlite(path);
+    migrate(this.db);
+    const db = this.db;
+    this.stmt = {
+      insert: db.prepare(
+        `INSERT INTO node_types (node_type_id, version, version_key, kind, json, published_at)
+         VALUES (@node_type_id, @version, @version_key, @kind, @json, @published_at)
+         ON CONFLICT (node_type_id, version) DO NOTHING`,
+      ),
+      get: db.prepare(`SELECT ${COLUMNS} FROM node_types WHERE node_type_id = ? AND version = ?`),
+      latest: db.prepare(`SELECT ${COLUMNS} FROM node_types WHERE node_type_id = ? ORDER BY version_key DESC LIMIT 1`),
+      versions: db.prepare(`SELECT version FROM node_types WHERE node_type_id = ? ORDER BY version_key`).pluck(),
+      list: db.prepare(
+        `SELECT ${COLUMNS} FROM node_types
+         WHERE (@kind IS NULL OR kind = @kind)
+           AND (@q IS NULL OR instr(lower(node_type_id), @q) > 0)
+           AND (@after_id IS NULL OR (node_type_id, version_key) > (@after_id, @after_key))
+         ORDER BY node_type_id, version_key
+         LIMIT @limit`,
+      ),
+      latestAll: db.prepare(
+        `SELECT ${COLUMNS} FROM node_types t
+         WHERE t.version_key = (SELECT max(u.version_key) FROM node_types u WHERE u.node_type_id = t.node_type_id)
+           AND (@kind IS NULL OR t.kind = @kind)
+         ORDER BY t.node_type_id`,
+      ),
+      putExecutor: db.prepare(
+        `INSERT INTO executors (executor_instance_id, json, registered_at) VALUES (?, ?, ?)
+         ON CONFLICT (executor_instance_id) DO UPDATE SET json = excluded.json, registered_at = excluded.registered_at`,
+      ),
+      clearServed: db.prepare(`DELETE FROM executor_node_types WHERE executor_instance_id = ?`),
+      addServed: db.prepare(
+        `INSERT INTO executor_node_types (node_type_id, version, executor_instance_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+      ),
+      allExecutors: db.prepare(`SELECT json FROM executors ORDER BY executor_instance_id`).pluck(),
+      executorsServing: db.prepare(
+        `SELECT e.json FROM executors e
+         WHERE EXISTS (SELECT 1 FROM executor_node_types x
+                       WHERE x.executor_instance_id = e.executor_instance_id
+                         AND x.node_type_id = @node_type_id
+                         AND (@version IS NULL OR x.version = @version))
+         ORDER BY e.executor_instance_id`,
+      ).pluck(),
+      ping: db.prepare(`SELECT 1`).pluck(),
+    };
+  }
+
+  async insertNodeType(record: StoredNodeType): Promise<{ inserted: boolean; stored: StoredNodeType }> {
+    const info = this.stmt.insert.run({ ...record, version_key: versionSortKey(record.version) });
+    if (info.changes === 1) return { inserted: true, stored: record };
+    const stored = this.stmt.get.get(record.node_type_id, record.version) as Row;
+    return { inserted: false, stored };
+  }
+
+  async getNodeType(nodeTypeId: string, version: string): Promise<StoredNodeType | undefined> {
+    return this.stmt.get.get(nodeTypeId, version) as Row | undefined;
+  }
+
+  async latestNodeType(nodeTypeId: string): Promise<StoredNodeType | undefined> {
+    return this.stmt.latest.get(nodeTypeId) as Row | undefined;
+  }
+
+  async listVersions(nodeTypeId: string): Promise<string[]> {
+    return this.stmt.versions.all(nodeTypeId) as string[];
+  }
+
+  async listNodeTypes(query: NodeTypeListQuery): Promise<NodeTypeListPage> {
+    const rows = this.stmt.list.all({
+      kind: query.kind ?? null,
+      q: query.q === undefined || query.q === "" ? null : query.q.toLowerCase(),
+      after_id: query.after?.node_type_id ?? null,
+      after_key: query.after ? versionSortKey(query.after.version) : null,
+      // One extra row tells whether another page follows.
+      limit: query.limit + 1,
+    }) as Row[];
+    const more = rows.length > query.limit;
+    if (more) rows.length = query.limit;
+    return { items: rows, more };
+  }
+
+  async latestNodeTypes(kind?: NodeKind): Promise<StoredNodeType[]> {
+    return this.stmt.latestAll.all({ kind: kind ?? null }) as Row[];
+  }
+
+  async putExecutor(record: ExecutorRecord): Promise<ExecutorRecord> {
+    this.db.transaction(() => {
+      this.stmt.putExecutor.run(record.executor_instance_id, JSON.stringify(record), record.registered_at);
+      this.stmt.clearServed.run(record.executor_instance_id);
+      for (const ref of record.node_types) this.stmt.addServed.run(ref.node_type_id, ref.version, record.executor_instance_id);
+    })();
+    return record;
+  }
+
+  async listExecutors(filter: ExecutorFilter = {}): Promise<ExecutorRecord[]> {
+    const rows = (filter.node_type_id === undefined
+      ? this.stmt.allExecutors.all()
+      : this.stmt.executorsServing.all({ node_type_id: filter.node_type_id, version: filter.version ?? null })) as string[];
+    return rows.map((json) => JSON.parse(json) as ExecutorRecord);
+  }
+
+  async ping(): Promise<void> {
+    this.stmt.ping.get();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}
