@@ -15,4 +15,6 @@ export { buildNodeRegistry } from "./services/node-registry/index.js";
 export { buildSelection } from "./services/selection/index.js";
 export { buildPdp } from "./services/pdp/index.js";
 export { buildAtomicExecutor } from "./services/atomic-executor/index.js";
-export { loadHandlers } from "./services/atomic-executor/handler-loader.js";
+export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition } from "./services/atomic-executor/handler-loader.js";
+export type { AtomicExecutorOptions } from "./services/atomic-executor/index.js";
+export { buildRunCoordinator, type RunCoordinatorOptions } from "./services/run-coordinator/index.js";

@@ -23,6 +23,8 @@ describe("the shared HTTP layer", () => {
   beforeAll(async () => {
     app = createService({ name: "node-registry", bodyLimit: 2048, maxInFlight: 2, health: () => [{ name: "store", status: "ok" }] });
     app.post("/v1/node-types", { schema: { body: ref("node_type_publish_request") } }, async (req) => req.body);
+    app.post("/v1/things/:id(.+)::cancel", async (req) => ({ action: "cancel", id: (req.params as { id: string }).id }));
+    app.post("/v1/things/:id(.+)::complete", async (req) => ({ action: "complete", id: (req.params as { id: string }).id }));
     app.get("/v1/boom", async () => {
       throw new Error("secret internals /etc/passwd");
     });
@@ -67,6 +69,15 @@ describe("the shared HTTP layer", () => {
     expect(r.body.error.code).toBe("method_not_allowed");
     expect(r.headers.allow).toBe("POST");
     expect(isEnvelope(r.body)).toBe(true);
+  });
+
+  it("routes colon actions on an id, ids with colons included", async () => {
+    expect((await call(base, "POST", "/v1/things/t1:cancel")).body).toEqual({ action: "cancel", id: "t1" });
+    expect((await call(base, "POST", "/v1/things/t1:complete")).body).toEqual({ action: "complete", id: "t1" });
+    expect((await call(base, "POST", "/v1/things/order:42:cancel")).body).toEqual({ action: "cancel", id: "order:42" });
+    const unknown = await call(base, "POST", "/v1/things/t1:explode");
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe("route_not_found");
   });
 
   it("refuses malformed JSON with 400 invalid_request", async () => {

@@ -11,7 +11,7 @@ import { clock } from "../../clock.js";
 import type { ExecutorRecord, NodeKind, NodeTypeStore, ServedNodeTypeRef, StoredNodeType } from "../../store/node-type-store.js";
 import { SqliteNodeTypeStore } from "../../store/sqlite-node-type-store.js";
 import { isSemver } from "../../store/node-type-version-order.js";
-import { canonicalJson } from "./canonical-json.js";
+import { canonicalJson } from "../../canonical-json.js";
 import { schemaCompileIssues } from "./schema-compile-check.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
 

@@ -1,0 +1,70 @@
+/**
+ * The types a handler author writes against: the definition of a node type and the context a handler runs in.
+ */
+import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
+
+/** Any JSON value. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/** A JSON object: what inputs and outputs are on the wire. */
+export type JsonObject = { [key: string]: JsonValue };
+
+/** A NodeType as a handler package declares it: `kind` is set by `defineAtomic` (or `defineComposite`). */
+export type NodeTypeDefinition = Omit<NodeType, "kind">;
+
+/** One logging method: pino style, an object of fields and/or a message. */
+export interface LogFn {
+  (msg: string): void;
+  (obj: object, msg?: string): void;
+}
+
+/** The handler's logger; every line carries the run_id and node_run_id. */
+export interface HandlerLogger {
+  debug: LogFn;
+  info: LogFn;
+  warn: LogFn;
+  error: LogFn;
+}
+
+/** Secrets the executor was configured with; a handler reads them by name. */
+export interface HandlerSecrets {
+  get(name: string): string | undefined;
+}
+
+/** What an atomic handler gets besides its inputs. */
+export interface AtomicContext {
+  readonly run_id: string;
+  readonly node_run_id: string;
+  readonly node_type_ref: NodeTypeRef;
+  /** 1 on the first execution of this NodeRun, then 2, 3… on retries. */
+  readonly attempt: number;
+  /** Fires on cancel, on timeout and when the executor shuts down; pass it to anything long. */
+  readonly signal: AbortSignal;
+  /** Epoch milliseconds after which the result is discarded. */
+  readonly deadline: number;
+  readonly log: HandlerLogger;
+  /** `fetch` bound to this execution: aborted with `signal`, bounded by a per-request timeout. */
+  readonly fetch: typeof globalThis.fetch;
+  readonly secrets: HandlerSecrets;
+}
+
+/** An atomic handler: inputs in, outputs (a JSON object) out; throw `HandlerError` to fail with a code. */
+export type HandlerFn<I = JsonObject, O = JsonObject> = (inputs: I, ctx: AtomicContext) => Promise<O> | O;
+
+/** The kinds of node a definition can declare. */
+export type DefinitionKind = "atomic" | "composite";
+
+/** What every definition carries, whatever its kind; executors check `sdkVersion` against their own. */
+export interface FabricDefinition {
+  readonly kind: DefinitionKind;
+  /** Version of the SDK that made the definition. */
+  readonly sdkVersion: string;
+  readonly nodeType: NodeType;
+}
+
+/** An atomic node type and its handler, as made by `defineAtomic`. */
+export interface AtomicDefinition<I = JsonObject, O = JsonObject> extends FabricDefinition {
+  readonly kind: "atomic";
+  readonly nodeType: NodeType & { kind: "atomic" };
+  readonly handler: HandlerFn<I, O>;
+}

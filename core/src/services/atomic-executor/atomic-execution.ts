@@ -1,0 +1,226 @@
+/**
+ * One execution of an atomic handler: validate inputs, run the handler under an AbortSignal and a deadline,
+ * validate outputs, and turn whatever happened into an AtomicExecuteResult. It never throws for a handler's
+ * doing; a handler that ignores its signal is left behind at the deadline, its result discarded.
+ */
+import type { AtomicExecuteRequest, AtomicExecuteResult, FabricErrorBody } from "@nodefabric/schemas";
+import type { FastifyBaseLogger } from "fastify";
+import { clock } from "../../clock.js";
+import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
+import { HandlerError } from "../../sdk/handler-error.js";
+import type { AtomicContext, AtomicDefinition, HandlerLogger, HandlerSecrets } from "../../sdk/types.js";
+import { createHandlerFetch } from "./handler-fetch.js";
+import type { LoadedDefinition } from "./handler-loader.js";
+
+/** Why an execution was stopped before its handler finished. */
+export type StopKind = "timeout" | "canceled" | "shutdown";
+
+/** A running execution: the executor keeps it by node_run_id so `:cancel` and shutdown can stop it. */
+export class Execution {
+  readonly controller = new AbortController();
+  stopped?: StopKind;
+
+  constructor(
+    readonly nodeRunId: string,
+    readonly timeoutMs: number,
+  ) {}
+
+  /** Fires the handler's signal with a reason it can read; the first stop wins. */
+  stop(kind: StopKind): void {
+    if (this.controller.signal.aborted) return;
+    this.stopped = kind;
+    const reason =
+      kind === "timeout"
+        ? new DOMException(`the node run timed out after ${this.timeoutMs} ms`, "TimeoutError")
+        : new DOMException(kind === "canceled" ? "the node run was canceled" : "the executor is shutting down", "AbortError");
+    this.controller.abort(reason);
+  }
+}
+
+export interface ExecuteOptions {
+  loaded: LoadedDefinition;
+  request: AtomicExecuteRequest;
+  execution: Execution;
+  attempt: number;
+  log: FastifyBaseLogger;
+  secrets: HandlerSecrets;
+  fetchTimeoutMs: number;
+  /** Told when a handler is left running past its deadline, and again when it finally settles. */
+  onAbandoned?: (delta: 1 | -1) => void;
+}
+
+type Outcome = { kind: "returned"; value: unknown } | { kind: "threw"; error: unknown } | { kind: "stopped" };
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function describeValue(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  if (v === undefined) return "nothing";
+  return `a ${typeof v}`;
+}
+
+/** Copies a JSON-compatible value, or returns undefined when it cannot be serialised (cycles, BigInt). */
+function jsonCopy(v: unknown): unknown {
+  try {
+    const text = JSON.stringify(v);
+    return text === undefined ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `error` of a result for something a handler threw. */
+export function errorFromThrown(err: unknown): FabricErrorBody {
+  if (HandlerError.is(err)) {
+    const body: FabricErrorBody = { code: err.code, message: typeof err.message === "string" ? err.message : String(err.message) };
+    if (isPlainObject(err.details)) {
+      const details = jsonCopy(err.details);
+      if (isPlainObject(details)) body.details = details;
+    }
+    if (typeof err.retryable === "boolean") body.retryable = err.retryable;
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause !== undefined) {
+      const c = cause as { message?: unknown; code?: unknown };
+      body.cause = { message: typeof c?.message === "string" ? c.message : String(cause) };
+      if (typeof c?.code === "string" && c.code.length > 0) body.cause.code = c.code;
+    }
+    return body;
+  }
+  // Only the message crosses the wire: stacks and internals stay in the executor's log.
+  const message = err instanceof Error ? err.message : typeof err === "string" ? err : `the handler threw ${describeValue(err)}`;
+  return { code: "handler_error", message };
+}
+
+function handlerLogger(log: FastifyBaseLogger, request: AtomicExecuteRequest): () => HandlerLogger {
+  let child: HandlerLogger | undefined;
+  // Made on first use: most handlers never log, and a pino child per request is not free.
+  return () =>
+    (child ??= log.child({
+      run_id: request.run_id,
+      node_run_id: request.node_run_id,
+      node_type_id: request.node_type_ref.node_type_id,
+    }) as unknown as HandlerLogger);
+}
+
+/** Runs one atomic execution to its AtomicExecuteResult. */
+export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExecuteResult> {
+  const { loaded, request, execution, attempt } = options;
+  const nodeType = loaded.definition.nodeType;
+  const name = `${nodeType.node_type_id}@${nodeType.version}`;
+  const startedMs = clock.now();
+  const started_at = clock.isoNow();
+  const finish = (
+    state: "completed" | "failed" | "canceled",
+    part: { outputs?: Record<string, unknown>; error?: FabricErrorBody },
+  ): AtomicExecuteResult => ({
+    node_run_id: request.node_run_id,
+    state,
+    ...part,
+    started_at,
+    ended_at: clock.isoNow(),
+    extensions: { "nodefabric.attempt": attempt, "nodefabric.duration_ms": Math.max(0, clock.now() - startedMs) },
+  });
+  const stoppedResult = (): AtomicExecuteResult => {
+    switch (execution.stopped) {
+      case "timeout":
+        return finish("failed", { error: { code: "timeout", message: `${name} did not finish within ${execution.timeoutMs} ms`, retryable: true } });
+      case "shutdown":
+        return finish("failed", { error: { code: "executor_unavailable", message: "the executor shut down while the handler was running", retryable: true } });
+      default:
+        return finish("canceled", { error: { code: "canceled", message: "the node run was canceled" } });
+    }
+  };
+
+  if (!loaded.validateInputs(request.inputs)) {
+    return finish("failed", {
+      error: {
+        code: "invalid_inputs",
+        message: `the inputs do not match the input_schema of ${name}`,
+        details: { errors: dedupeIssues(issuesFromAjv(loaded.validateInputs.errors)) },
+        retryable: false,
+      },
+    });
+  }
+  const signal = execution.controller.signal;
+  if (signal.aborted) return stoppedResult();
+  if (execution.timeoutMs <= 0) {
+    execution.stop("timeout");
+    return stoppedResult();
+  }
+
+  const deadline = startedMs + execution.timeoutMs;
+  const timer = setTimeout(() => execution.stop("timeout"), execution.timeoutMs);
+  // Listened to before the handler is called, so a stop always settles the race first.
+  const stopped = new Promise<Outcome>((resolve) => signal.addEventListener("abort", () => resolve({ kind: "stopped" }), { once: true }));
+  const logger = handlerLogger(options.log, request);
+  let fetchFn: typeof globalThis.fetch | undefined;
+  const ctx: AtomicContext = {
+    run_id: request.run_id,
+    node_run_id: request.node_run_id,
+    node_type_ref: request.node_type_ref,
+    attempt,
+    signal,
+    deadline,
+    get log() {
+      return logger();
+    },
+    get fetch() {
+      return (fetchFn ??= createHandlerFetch(signal, options.fetchTimeoutMs));
+    },
+    secrets: options.secrets,
+  };
+
+  const handler = (loaded.definition as AtomicDefinition<unknown, unknown>).handler;
+  let running: Promise<unknown>;
+  try {
+    running = Promise.resolve(handler(request.inputs, ctx));
+  } catch (err) {
+    running = Promise.reject(err);
+  }
+  let settled = false;
+  const handled = running.then(
+    (value): Outcome => ((settled = true), { kind: "returned", value }),
+    (error: unknown): Outcome => ((settled = true), { kind: "threw", error }),
+  );
+  const outcome = await Promise.race([handled, stopped]);
+  clearTimeout(timer);
+
+  if (signal.aborted) {
+    if (!settled) {
+      options.onAbandoned?.(1);
+      options.log.warn({ node_run_id: request.node_run_id, node_type_id: nodeType.node_type_id, reason: execution.stopped }, "handler still running after its signal fired; its result will be discarded");
+      void handled.then(() => options.onAbandoned?.(-1));
+    }
+    return stoppedResult();
+  }
+
+  if (outcome.kind === "threw") {
+    if (!HandlerError.is(outcome.error)) options.log.debug({ err: outcome.error, node_run_id: request.node_run_id }, "handler threw");
+    return finish("failed", { error: errorFromThrown(outcome.error) });
+  }
+  const value = (outcome as { value: unknown }).value;
+  if (!isPlainObject(value)) {
+    return finish("failed", {
+      error: { code: "invalid_outputs", message: `the handler of ${name} returned ${describeValue(value)}, not a JSON object`, retryable: false },
+    });
+  }
+  // A JSON copy is what goes on the wire; validating it (not the live object) checks what the caller will get.
+  const outputs = jsonCopy(value);
+  if (!isPlainObject(outputs)) {
+    return finish("failed", { error: { code: "invalid_outputs", message: `the outputs of ${name} cannot be serialised as JSON`, retryable: false } });
+  }
+  if (!loaded.validateOutputs(outputs)) {
+    return finish("failed", {
+      error: {
+        code: "invalid_outputs",
+        message: `the outputs of ${name} do not match its output_schema`,
+        details: { errors: dedupeIssues(issuesFromAjv(loaded.validateOutputs.errors)) },
+        retryable: false,
+      },
+    });
+  }
+  return finish("completed", { outputs });
+}

@@ -1,0 +1,268 @@
+/**
+ * The Atomic Executor: runs the handlers of loaded packages for `POST /v1/atomic-node-runs:execute`,
+ * cancels them on `:cancel`, and announces its node types to the Node Registry.
+ */
+import { createHash } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import type { AtomicExecuteRequest, AtomicExecuteResult, NodeType } from "@nodefabric/schemas";
+import { createService, type HealthCheck } from "../../http/service.js";
+import { FabricError, invalidRequest } from "../../http/errors.js";
+import { ref } from "../../http/validation.js";
+import { clock } from "../../clock.js";
+import { canonicalJson } from "../../canonical-json.js";
+import type { HandlerSecrets } from "../../sdk/types.js";
+import { executeAtomic, Execution } from "./atomic-execution.js";
+import type { LoadedHandlers } from "./handler-loader.js";
+import { ResultCache } from "./result-cache.js";
+import { RegistryRegistration } from "./registry-registration.js";
+
+export interface AtomicExecutorOptions {
+  /** pino options, `false` to silence. */
+  logger?: boolean | Record<string, unknown>;
+  handlers: LoadedHandlers;
+  /** When set, node types are published there and the executor registers itself once it listens. */
+  registryUrl?: string;
+  /** URL the coordinator reaches this executor at (default: derived from the listening address). */
+  publicUrl?: string;
+  executorInstanceId?: string;
+  /** Executions running at once; past it, 503 with Retry-After (default 256). */
+  concurrency?: number;
+  /** Timeout of a node type that sets no `nodefabric.timeout_ms` (default 30 s). */
+  defaultTimeoutMs?: number;
+  /** No execution runs longer, whatever the node type or deadline say (default 5 min). */
+  maxTimeoutMs?: number;
+  /** Finished results remembered per Idempotency-Key (default 10,000). */
+  resultCacheSize?: number;
+  /** How long a finished result is remembered (default 10 min). */
+  resultCacheTtlMs?: number;
+  /** Secrets handlers read with `ctx.secrets.get(name)`. */
+  secrets?: Record<string, string>;
+  /** Timeout of each `ctx.fetch` request (default 30 s). */
+  fetchTimeoutMs?: number;
+}
+
+const MAX_IDEMPOTENCY_KEY_LENGTH = 512;
+/** How long a canceled node_run_id is remembered, so an execute that loses the race to its cancel does not run. */
+const CANCEL_MEMORY_MS = 60_000;
+
+function positiveInteger(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v) && v >= 1;
+}
+
+/** The attempt number: the request's extension, else the Idempotency-Key `<node_run_id>:<attempt>`, else 1. */
+function attemptOf(request: AtomicExecuteRequest, key: string | undefined): number {
+  const ext = request.extensions?.["nodefabric.attempt"];
+  if (ext !== undefined) {
+    if (!positiveInteger(ext)) {
+      throw invalidRequest("the request body is invalid", [{ path: "/extensions/nodefabric.attempt", message: "must be an integer >= 1" }]);
+    }
+    return ext;
+  }
+  if (key) {
+    const m = /:(\d{1,9})$/.exec(key);
+    if (m && Number(m[1]) >= 1) return Number(m[1]);
+  }
+  return 1;
+}
+
+/** Milliseconds left until the request's `nodefabric.deadline`, or undefined when it sets none. */
+function msUntilDeadline(request: AtomicExecuteRequest): number | undefined {
+  const deadline = request.extensions?.["nodefabric.deadline"];
+  if (deadline === undefined) return undefined;
+  const at = typeof deadline === "string" && /^\d{4}-\d{2}-\d{2}T/.test(deadline) ? Date.parse(deadline) : Number.NaN;
+  if (Number.isNaN(at)) {
+    throw invalidRequest("the request body is invalid", [{ path: "/extensions/nodefabric.deadline", message: "must be an RFC 3339 date-time" }]);
+  }
+  return at - clock.now();
+}
+
+function fingerprintOf(request: AtomicExecuteRequest): string {
+  return createHash("sha256")
+    .update(request.node_run_id)
+    .update("\u0000")
+    .update(request.node_type_ref.node_type_id)
+    .update("\u0000")
+    .update(request.node_type_ref.version)
+    .update("\u0000")
+    .update(canonicalJson(request.inputs))
+    .digest("base64url");
+}
+
+/** Builds the Atomic Executor service (not yet listening); registration starts when it listens. */
+export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promise<FastifyInstance> {
+  const handlers = options.handlers;
+  const concurrency = options.concurrency ?? 256;
+  const defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
+  const maxTimeoutMs = options.maxTimeoutMs ?? 300_000;
+  const fetchTimeoutMs = options.fetchTimeoutMs ?? 30_000;
+  const secretValues = { ...(options.secrets ?? {}) };
+  const secrets: HandlerSecrets = { get: (name) => (Object.hasOwn(secretValues, name) ? secretValues[name] : undefined) };
+  const cache = new ResultCache(options.resultCacheSize ?? 10_000, options.resultCacheTtlMs ?? 600_000);
+  const running = new Map<string, Set<Execution>>();
+  const canceled = new Map<string, number>();
+  let inFlight = 0;
+  let abandoned = 0;
+
+  const atomic = handlers.definitions.filter((d) => d.definition.kind === "atomic");
+  let registration: RegistryRegistration | undefined;
+
+  const health = (): HealthCheck[] => [
+    {
+      name: "handlers",
+      status: atomic.length > 0 ? "ok" : "degraded",
+      ...(atomic.length === 0 ? { message: "no atomic handlers are loaded; pass --handlers or --discover" } : {}),
+      details: {
+        count: atomic.length,
+        node_types: atomic.map((d) => ({
+          node_type_id: d.definition.nodeType.node_type_id,
+          version: d.definition.nodeType.version,
+          ...(d.source.package ? { package: d.source.package } : {}),
+          ...(d.source.version ? { package_version: d.source.version } : {}),
+        })),
+        ...(handlers.warnings.length > 0 ? { warnings: handlers.warnings } : {}),
+      },
+    },
+    registration
+      ? registration.check()
+      : { name: "registry_registration", status: "ok", message: "no registry configured", details: { configured: false } },
+    {
+      name: "load",
+      status: inFlight >= concurrency ? "degraded" : "ok",
+      details: { in_flight: inFlight, concurrency, abandoned },
+    },
+  ];
+
+  const app = createService({ name: "atomic-executor", logger: options.logger, health });
+
+  if (options.registryUrl) {
+    registration = new RegistryRegistration({
+      registryUrl: options.registryUrl,
+      kind: "atomic",
+      nodeTypes: atomic.map((d) => d.definition.nodeType as NodeType),
+      logger: app.log,
+      executorInstanceId: options.executorInstanceId,
+      publicUrl: options.publicUrl,
+    });
+    const reg = registration;
+    app.addHook("onListen", async () => {
+      const addr = app.server.address();
+      if (typeof addr === "object" && addr) reg.start({ host: addr.address, port: addr.port });
+    });
+  }
+
+  const wasCanceled = (nodeRunId: string): boolean => {
+    const at = canceled.get(nodeRunId);
+    if (at === undefined) return false;
+    if (clock.now() - at > CANCEL_MEMORY_MS) {
+      canceled.delete(nodeRunId);
+      return false;
+    }
+    return true;
+  };
+
+  const run = async (request: AtomicExecuteRequest, attempt: number, timeoutMs: number, loaded: NonNullable<ReturnType<LoadedHandlers["find"]>>): Promise<AtomicExecuteResult> => {
+    const execution = new Execution(request.node_run_id, timeoutMs);
+    if (wasCanceled(request.node_run_id)) execution.stop("canceled");
+    let set = running.get(request.node_run_id);
+    if (!set) running.set(request.node_run_id, (set = new Set()));
+    set.add(execution);
+    inFlight++;
+    try {
+      return await executeAtomic({
+        loaded,
+        request,
+        execution,
+        attempt,
+        log: app.log,
+        secrets,
+        fetchTimeoutMs,
+        onAbandoned: (delta) => {
+          abandoned += delta;
+        },
+      });
+    } finally {
+      inFlight--;
+      set.delete(execution);
+      if (set.size === 0 && running.get(request.node_run_id) === set) running.delete(request.node_run_id);
+    }
+  };
+
+  app.post("/v1/atomic-node-runs::execute", { schema: { body: ref("atomic_execute_request") } }, async (req) => {
+    const request = req.body as AtomicExecuteRequest;
+    const rawKey = req.headers["idempotency-key"];
+    const key = (Array.isArray(rawKey) ? rawKey[0] : rawKey)?.trim() || undefined;
+    if (key && key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+      throw invalidRequest("the Idempotency-Key header is too long", [{ path: "/headers/idempotency-key", message: `must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters` }]);
+    }
+    const attempt = attemptOf(request, key);
+    const remaining = msUntilDeadline(request);
+
+    const { node_type_id, version } = request.node_type_ref;
+    const loaded = handlers.find(node_type_id, version);
+    if (!loaded || loaded.definition.kind !== "atomic") {
+      const versions = (handlers.byId.get(node_type_id) ?? []).filter((d) => d.definition.kind === "atomic").map((d) => d.definition.nodeType.version);
+      if (versions.length > 0) {
+        throw new FabricError("unknown_node_type", `this executor does not serve version ${version} of ${node_type_id}`, {
+          details: { node_type_id, version, available_versions: versions },
+        });
+      }
+      throw new FabricError("unknown_node_type", `this executor does not serve node type ${node_type_id}`, { details: { node_type_id, version } });
+    }
+
+    let fingerprint: string | undefined;
+    if (key) {
+      fingerprint = fingerprintOf(request);
+      const hit = cache.get(key);
+      if (hit) {
+        if (hit.fingerprint !== fingerprint) {
+          throw new FabricError("idempotency_conflict", `Idempotency-Key ${key} was already used for a different request (node_run_id, node_type_ref or inputs differ)`, {
+            details: { idempotency_key: key },
+          });
+        }
+        return hit.result;
+      }
+    }
+
+    if (inFlight >= concurrency) {
+      throw new FabricError("unavailable", `the executor is running ${inFlight} executions, its limit; retry later`, {
+        headers: { "retry-after": "1" },
+        retryable: true,
+        details: { in_flight: inFlight, concurrency },
+      });
+    }
+
+    const ext = loaded.definition.nodeType.extensions?.["nodefabric.timeout_ms"];
+    let timeoutMs = positiveInteger(ext) ? ext : defaultTimeoutMs;
+    if (remaining !== undefined) timeoutMs = Math.min(timeoutMs, remaining);
+    timeoutMs = Math.min(timeoutMs, maxTimeoutMs);
+
+    const result = run(request, attempt, timeoutMs, loaded);
+    if (key && fingerprint) cache.put(key, fingerprint, result);
+    return result;
+  });
+
+  // `:node_run_id::cancel` would make find-my-way read one parameter named "node_run_id::cancel"; the regex ends the
+  // parameter before the literal ":cancel" (and still allows colons inside the id).
+  app.post("/v1/atomic-node-runs/:node_run_id(.+)::cancel", async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    canceled.set(node_run_id, clock.now());
+    if (canceled.size > 10_000) {
+      // Oldest first: Map keeps insertion order.
+      for (const k of canceled.keys()) {
+        canceled.delete(k);
+        if (canceled.size <= 10_000) break;
+      }
+    }
+    for (const execution of running.get(node_run_id) ?? []) execution.stop("canceled");
+    return reply.code(204).send();
+  });
+
+  app.addHook("onClose", async () => {
+    for (const set of running.values()) for (const execution of set) execution.stop("shutdown");
+    await registration?.stop();
+  });
+
+  return app;
+}
+
+export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition, type HandlerSource, type LoadHandlersOptions } from "./handler-loader.js";
