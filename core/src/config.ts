@@ -34,6 +34,8 @@ export interface FabricConfig {
   policy?: string;
   /** Cedar entities JSON file for the PDP (groups, attributes). */
   policy_entities?: string;
+  /** Whether the coordinator asks the PDP at its checkpoints (default true). */
+  policy_checks: boolean;
   executor: {
     concurrency: number;
     default_timeout_ms: number;
@@ -71,6 +73,7 @@ export const CONFIG_SCHEMA = {
     discover: { type: "array", items: { type: "string", minLength: 1 } },
     policy: { type: "string", minLength: 1 },
     policy_entities: { type: "string", minLength: 1 },
+    policy_checks: { type: "boolean" },
     executor: {
       type: "object",
       additionalProperties: false,
@@ -100,6 +103,7 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   services: {},
   handlers: [],
   discover: [],
+  policy_checks: true,
   executor: { concurrency: 256, default_timeout_ms: 30_000, max_timeout_ms: 300_000 },
 };
 
@@ -130,6 +134,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (discover) out.discover = discover;
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
   if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;
+  if (env.FABRIC_POLICY_CHECKS) out.policy_checks = (env.FABRIC_POLICY_CHECKS === "true" ? true : env.FABRIC_POLICY_CHECKS === "false" ? false : env.FABRIC_POLICY_CHECKS) as boolean;
   const services: FabricConfig["services"] = {};
   for (const name of SERVICE_NAMES) {
     const key = `FABRIC_${name.toUpperCase().replace(/-/g, "_")}_URL`;

@@ -13,6 +13,8 @@ import { buildPdp } from "./services/pdp/index.js";
 import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 import { loadHandlers } from "./services/atomic-executor/handler-loader.js";
 import { buildUnavailableService } from "./services/unavailable-service.js";
+import { buildRunCoordinator } from "./services/run-coordinator/index.js";
+import { buildRunGateway } from "./services/run-gateway/index.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -67,23 +69,37 @@ export async function buildService(name: ServiceName, config: FabricConfig): Pro
         maxTimeoutMs: config.executor.max_timeout_ms,
       });
     }
+    case "run-coordinator":
+      mkdirSync(dataDir, { recursive: true });
+      return buildRunCoordinator({
+        logger,
+        dbPath: path.join(dataDir, "run-coordinator.db"),
+        registryUrl: serviceUrl(config, "node-registry"),
+        pdpUrl: config.policy_checks ? serviceUrl(config, "pdp") : undefined,
+        atomicExecutorUrl: serviceUrl(config, "atomic-executor"),
+      });
+    case "run-gateway":
+      return buildRunGateway({ logger, coordinatorUrl: serviceUrl(config, "run-coordinator") });
     default:
       return buildUnavailableService(name, { logger });
   }
 }
 
+const START_ORDER: readonly ServiceName[] = ["node-registry", "pdp", "selection", "atomic-executor", "composite-executor", "run-coordinator", "run-gateway"];
+
 /** Starts the named services (all seven by default) and resolves once every one listens. */
 export async function startFabric(config: FabricConfig, names: readonly ServiceName[] = SERVICE_NAMES): Promise<RunningFabric> {
   const started: RunningService[] = [];
+  const startOrder: RunningService[] = [];
   const close = async () => {
-    // Close in reverse order so executors deregister before the registry goes.
-    for (const s of [...started].reverse()) await s.app.close().catch(() => undefined);
+    // Reverse start order: callers stop before the services they call.
+    for (const s of [...startOrder].reverse()) await s.app.close().catch(() => undefined);
   };
   try {
-    // The registry first: the others call it as they come up.
-    // With port 0 a service's address is known only once it listens; later services are built with it.
+    // Dependencies first: each service is built knowing the addresses of those it calls (with port 0, an address
+    // is known only once its service listens).
     let cfg = config;
-    const ordered = [...names].sort((a, b) => (a === "node-registry" ? -1 : b === "node-registry" ? 1 : 0));
+    const ordered = START_ORDER.filter((n) => names.includes(n));
     for (const name of ordered) {
       const app = await buildService(name, cfg);
       await app.listen({ host: cfg.host, port: servicePort(cfg, name) });
@@ -93,11 +109,13 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
       const url = cfg.services[name]?.url ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
       cfg = { ...cfg, services: { ...cfg.services, [name]: { ...cfg.services[name], url, port } } };
       started.push({ name, app, url });
+      startOrder.push({ name, app, url });
     }
   } catch (err) {
     await close();
     throw err;
   }
+  started.sort((a, b) => SERVICE_NAMES.indexOf(a.name) - SERVICE_NAMES.indexOf(b.name));
   const urls: RunningFabric["urls"] = {};
   for (const s of started) urls[s.name] = s.url;
   return { services: started, urls, close };

@@ -1,0 +1,39 @@
+/**
+ * How the coordinator reaches atomic executors: one pooled HttpClient per executor endpoint.
+ */
+import type { AtomicExecuteRequest, AtomicExecuteResult } from "@nodefabric/schemas";
+import { HttpClient } from "./http-client.js";
+import type { ExecutorCaller } from "../engine/run-engine.js";
+
+/** Calls executors over HTTP, keeping one connection pool per endpoint. */
+export class HttpExecutorCaller implements ExecutorCaller {
+  private readonly clients = new Map<string, HttpClient>();
+
+  private client(endpoint: string): HttpClient {
+    let c = this.clients.get(endpoint);
+    if (!c) {
+      c = new HttpClient(endpoint, { connections: 128, headersTimeoutMs: 0, bodyTimeoutMs: 0 });
+      this.clients.set(endpoint, c);
+    }
+    return c;
+  }
+
+  async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
+    return this.client(endpoint).json<AtomicExecuteResult>("POST", "/v1/atomic-node-runs:execute", body, {
+      headers: { "idempotency-key": options.idempotencyKey },
+      timeoutMs: options.timeoutMs,
+    });
+  }
+
+  async cancel(endpoint: string, nodeRunId: string): Promise<void> {
+    try {
+      await this.client(endpoint).request("POST", `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel`);
+    } catch {
+      // Best effort: the NodeRun is already canceled in the store; a late result is ignored.
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.clients.values()].map((c) => c.close()));
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Fans committed events out to live followers in memory. Each event is serialised once, however many follow it,
+ * and followers never query the store for live events.
+ */
+import type { RunEvent } from "@nodefabric/schemas";
+
+/** A committed event with its NDJSON line, encoded once. */
+export interface HubEvent {
+  event: RunEvent;
+  line: string;
+}
+
+export type HubListener = (e: HubEvent) => void;
+
+/** Per-run subscriptions to committed events. */
+export class EventHub {
+  private readonly byRun = new Map<string, Set<HubListener>>();
+
+  /** Follows a run's events; returns the function that stops following. */
+  subscribe(runId: string, listener: HubListener): () => void {
+    let set = this.byRun.get(runId);
+    if (!set) {
+      set = new Set();
+      this.byRun.set(runId, set);
+    }
+    set.add(listener);
+    return () => {
+      const s = this.byRun.get(runId);
+      if (!s) return;
+      s.delete(listener);
+      if (s.size === 0) this.byRun.delete(runId);
+    };
+  }
+
+  /** Delivers committed events, in order, to their runs' followers. */
+  publish(events: RunEvent[]): void {
+    for (const event of events) {
+      const set = this.byRun.get(event.run_id);
+      if (!set || set.size === 0) continue;
+      const e: HubEvent = { event, line: `${JSON.stringify(event)}\n` };
+      for (const l of [...set]) l(e);
+    }
+  }
+
+  /** How many followers are attached (health and tests). */
+  followers(): number {
+    let n = 0;
+    for (const s of this.byRun.values()) n += s.size;
+    return n;
+  }
+}

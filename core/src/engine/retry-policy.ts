@@ -1,0 +1,40 @@
+/**
+ * A node type's retry policy (`extensions["nodefabric.retry"]`) and timeout (`extensions["nodefabric.timeout_ms"]`).
+ */
+import type { NodeType } from "@nodefabric/schemas";
+
+export interface RetryPolicy {
+  max_attempts: number;
+  initial_interval_ms: number;
+  backoff_coefficient: number;
+  max_interval_ms: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { max_attempts: 3, initial_interval_ms: 200, backoff_coefficient: 2, max_interval_ms: 10_000 };
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+function positive(v: unknown, fallback: number, min = 0): number {
+  return typeof v === "number" && Number.isFinite(v) && v >= min ? v : fallback;
+}
+
+/** The retry policy a node type declares, filled with defaults. */
+export function retryPolicyOf(nodeType: NodeType | undefined): RetryPolicy {
+  const raw = (nodeType?.extensions?.["nodefabric.retry"] ?? {}) as Record<string, unknown>;
+  return {
+    max_attempts: Math.floor(positive(raw.max_attempts, DEFAULT_RETRY.max_attempts, 1)),
+    initial_interval_ms: positive(raw.initial_interval_ms, DEFAULT_RETRY.initial_interval_ms),
+    backoff_coefficient: positive(raw.backoff_coefficient, DEFAULT_RETRY.backoff_coefficient, 1),
+    max_interval_ms: positive(raw.max_interval_ms, DEFAULT_RETRY.max_interval_ms),
+  };
+}
+
+/** Delay before attempt `nextAttempt` (2, 3, …): exponential, capped. */
+export function backoffMs(policy: RetryPolicy, nextAttempt: number): number {
+  const d = policy.initial_interval_ms * policy.backoff_coefficient ** Math.max(0, nextAttempt - 2);
+  return Math.min(policy.max_interval_ms, Math.round(d));
+}
+
+/** The execution timeout a node type declares. */
+export function timeoutOf(nodeType: NodeType | undefined): number {
+  return Math.floor(positive(nodeType?.extensions?.["nodefabric.timeout_ms"], DEFAULT_TIMEOUT_MS, 1));
+}

@@ -1,0 +1,699 @@
+/**
+ * The coordinator's engine: the Run and NodeRun state machine, dispatch with leases, retries, cancel, budgets,
+ * policy checkpoints and approvals. Every state change is written with its events through the TickWriter (one
+ * transaction per tick) before anything acts on it; live followers hear of events only after they are durable.
+ */
+import { createHash } from "node:crypto";
+import type {
+  AtomicExecuteRequest,
+  AtomicExecuteResult,
+  ConstraintEnvelope,
+  FabricErrorBody,
+  NodeRun,
+  NodeRunCompleteRequest,
+  NodeRunEvaluationReportRequest,
+  NodeType,
+  NodeTypeRef,
+  PolicyDecision,
+  PolicyDecisionRequest,
+  Run,
+  RunContext,
+  RunEvent,
+  RunStartRequest,
+} from "@nodefabric/schemas";
+import { clock } from "../clock.js";
+import { canonicalJson } from "../canonical-json.js";
+import { newId } from "../ids.js";
+import { FabricError } from "../http/errors.js";
+import { TERMINAL_STATES, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type RunStore, type WriteBatch } from "../store/run-store.js";
+import { EventHub } from "./event-hub.js";
+import { TickWriter } from "./tick-writer.js";
+import type { NodeTypeResolver } from "./node-type-resolver.js";
+import { backoffMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
+import { mergeConstraints } from "./constraints.js";
+
+/** Asks the PDP; throws when it cannot be reached. */
+export interface PolicyClient {
+  decide(request: PolicyDecisionRequest): Promise<PolicyDecision>;
+}
+
+/** Sends work to executors. */
+export interface ExecutorCaller {
+  /** Executes an atomic NodeRun; throws a FabricError for transport failures and non-2xx answers. */
+  execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult>;
+  /** Asks an executor to cancel a NodeRun in flight; never throws. */
+  cancel(endpoint: string, nodeRunId: string): Promise<void>;
+}
+
+export interface Logger {
+  info(obj: unknown, msg?: string): void;
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+}
+
+export interface RunEngineOptions {
+  store: RunStore;
+  resolver: NodeTypeResolver;
+  executors: ExecutorCaller;
+  policy?: PolicyClient;
+  log: Logger;
+  /** Stable id of this coordinator; leases it held before a restart are reclaimed at start. */
+  instanceId: string;
+  /** Lease of a claim before the NodeRun is dispatched (ms). */
+  leaseMs?: number;
+  /** NodeRuns in flight at once from this coordinator. */
+  maxInFlight?: number;
+  /** How often recovery (deadlines, expired leases, backoff) runs (ms). */
+  tickMs?: number;
+}
+
+/** Who is asking: stamped on runs and checked on reads. */
+export interface Caller {
+  tenant_id?: string;
+  sub?: string;
+}
+
+const LEASE_GRACE_MS = 10_000;
+
+/** A stable hash of a JSON value (key order does not matter). */
+export function hashOf(value: unknown): string {
+  return createHash("sha256").update(canonicalJson(value)).digest("base64url");
+}
+
+function isTerminal(state: string): boolean {
+  return TERMINAL_STATES.has(state);
+}
+
+function errorBody(code: string, message: string, extra: Partial<FabricErrorBody> = {}): FabricErrorBody {
+  return { code, message, ...extra };
+}
+
+function event(type: RunEvent["type"], runId: string, nodeRunId: string | undefined, data?: Record<string, unknown>): NewRunEvent {
+  const e: NewRunEvent = { run_id: runId, type, time: clock.isoNow() };
+  if (nodeRunId !== undefined) e.node_run_id = nodeRunId;
+  if (data !== undefined) e.data = data;
+  return e;
+}
+
+/** The Run and NodeRun state machine of one coordinator. */
+export class RunEngine {
+  readonly hub = new EventHub();
+  private readonly writer: TickWriter;
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly leaseMs: number;
+  private readonly maxInFlight: number;
+  private readonly tickMs: number;
+  private inFlight = 0;
+  private pumpScheduled = false;
+  private pumping = false;
+  private pumpAgain = false;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private readonly running = new Map<string, { endpoint: string; attempt: number }>();
+
+  constructor(private readonly o: RunEngineOptions) {
+    this.writer = new TickWriter(o.store, (events) => this.hub.publish(events));
+    this.leaseMs = o.leaseMs ?? 30_000;
+    this.maxInFlight = o.maxInFlight ?? 1024;
+    this.tickMs = o.tickMs ?? 100;
+  }
+
+  /** Reclaims this instance's leases, then starts dispatch and recovery. */
+  async start(): Promise<void> {
+    const released = await this.o.store.releaseLeases(this.o.instanceId);
+    if (released > 0) this.o.log.info({ released }, "reclaimed NodeRuns that were in flight before a restart");
+    this.timer = setInterval(() => void this.recover(), this.tickMs);
+    this.timer.unref();
+    await this.recover();
+    this.wake();
+  }
+
+  /** Stops dispatching and flushes pending writes. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.writer.drain();
+  }
+
+  private async withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(key) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.locks.set(key, tail);
+    void tail.then(() => {
+      if (this.locks.get(key) === tail) this.locks.delete(key);
+    });
+    return next;
+  }
+
+  private write(batch: WriteBatch): Promise<RunEvent[]> {
+    return this.writer.write(batch);
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  /** A run visible to the caller, or 404 run_not_found. */
+  async getRunRecord(runId: string, caller: Caller = {}): Promise<RunRecord> {
+    const rec = await this.o.store.getRun(runId);
+    if (!rec || (caller.tenant_id !== undefined && rec.tenant_id !== caller.tenant_id)) {
+      throw new FabricError("run_not_found", `no run ${runId}`, { details: { run_id: runId } });
+    }
+    return rec;
+  }
+
+  /** A NodeRun visible to the caller, or 404 node_run_not_found. */
+  async getNodeRunRecord(nodeRunId: string, caller: Caller = {}): Promise<NodeRunRecord> {
+    const rec = await this.o.store.getNodeRun(nodeRunId);
+    if (rec && caller.tenant_id !== undefined) {
+      const run = await this.o.store.getRun(rec.run_id);
+      if (!run || run.tenant_id !== caller.tenant_id) throw new FabricError("node_run_not_found", `no node run ${nodeRunId}`, { details: { node_run_id: nodeRunId } });
+    }
+    if (!rec) throw new FabricError("node_run_not_found", `no node run ${nodeRunId}`, { details: { node_run_id: nodeRunId } });
+    return rec;
+  }
+
+  // ---------------------------------------------------------------- start
+
+  /** POST /v1/runs: stores the Run and its root NodeRun durably, then answers. */
+  async startRun(req: RunStartRequest, caller: Caller = {}): Promise<Run> {
+    const requestHash = hashOf({ req, tenant: caller.tenant_id ?? null });
+    const runId = req.run_id ?? newId("run");
+    return this.withLock(runId, async () => {
+      if (req.run_id) {
+        const existing = await this.o.store.getRun(req.run_id);
+        if (existing) {
+          if (existing.request_hash === requestHash) return existing.run;
+          // Another tenant's run id answers the same as any other conflict, without revealing the run.
+          throw new FabricError("run_already_exists", `run ${req.run_id} already exists with a different request`, { details: { run_id: req.run_id } });
+        }
+      }
+      const nodeType = await this.o.resolver.nodeType(req.root_node_type_ref);
+      const now = clock.now();
+      const nowIso = new Date(now).toISOString();
+      const constraints = mergeConstraints(req.constraints, nodeType.constraints);
+      const runContext: RunContext = { ...(req.run_context ?? {}) };
+      if (caller.tenant_id !== undefined) runContext.tenant_id = caller.tenant_id;
+      const rootId = newId("nr");
+      const maxWall = constraints.budgets?.max_wall_time_ms;
+      const run: Run = { run_id: runId, state: "queued", root_node_run_id: rootId, started_at: nowIso };
+      if (Object.keys(runContext).length > 0) run.run_context = runContext;
+      const runExt: Record<string, unknown> = {};
+      if (req.constraints) runExt["nodefabric.constraints"] = req.constraints;
+      if (req.metadata) runExt["nodefabric.metadata"] = req.metadata;
+      if (Object.keys(runExt).length) run.extensions = runExt;
+      const nodeRun: NodeRun = {
+        node_run_id: rootId,
+        run_id: runId,
+        node_type_ref: { node_type_id: req.root_node_type_ref.node_type_id, version: req.root_node_type_ref.version },
+        state: "queued",
+        kind: nodeType.kind,
+        created_at: nowIso,
+        inputs: req.input,
+        extensions: { "nodefabric.attempt": 1, "nodefabric.depth": 0 },
+      };
+      const runRec: RunRecord = {
+        run_id: runId,
+        tenant_id: caller.tenant_id ?? null,
+        state: "queued",
+        run,
+        request_hash: requestHash,
+        deadline_at: typeof maxWall === "number" ? now + maxWall : null,
+        created_at: now,
+      };
+      const nrRec: NodeRunRecord = {
+        node_run_id: rootId,
+        run_id: runId,
+        parent_node_run_id: null,
+        state: "queued",
+        node_run: nodeRun,
+        attempt: 1,
+        available_at: now,
+        lease_owner: null,
+        lease_expires_at: null,
+        approval_id: null,
+        idempotency_key: null,
+        spec_hash: null,
+        depth: 0,
+        created_at: now,
+      };
+      const events: NewRunEvent[] = [
+        event("run_started", runId, undefined, { root_node_run_id: rootId, root_node_type_ref: nodeRun.node_type_ref }),
+        event("node_run_created", runId, rootId, { node_type_ref: nodeRun.node_type_ref, kind: nodeType.kind }),
+      ];
+      if (this.o.policy) {
+        const decision = await this.decide({ action: "run.start", run_id: runId, node_type_ref: nodeRun.node_type_ref, run_context: runContext, constraints });
+        events.push(event("policy_decided", runId, undefined, { action: "run.start", ...decision.record }));
+        if (decision.error) {
+          const batch = { runs: [runRec], nodeRuns: [nrRec], events };
+          this.finishNodeRun(batch, runRec, nrRec, "failed", undefined, decision.error);
+          await this.write(batch);
+          return runRec.run;
+        }
+      }
+      await this.write({ runs: [runRec], nodeRuns: [nrRec], events });
+      this.wake();
+      return run;
+    });
+  }
+
+  /** Asks the PDP; a deny, or an unreachable PDP, comes back as the failure to record. */
+  private async decide(req: PolicyDecisionRequest): Promise<{ decision?: PolicyDecision; record: Record<string, unknown>; error?: FabricErrorBody }> {
+    try {
+      const decision = await this.o.policy!.decide(req);
+      const record: Record<string, unknown> = { decision: decision.decision };
+      if (decision.reason_code) record.reason_code = decision.reason_code;
+      if (decision.message) record.message = decision.message;
+      if (decision.approval_ref) record.approval_ref = decision.approval_ref;
+      if (decision.decision === "deny") {
+        return { decision, record, error: errorBody("policy_denied", decision.message ?? `policy denied ${req.action}`, { details: { action: req.action, reason_code: decision.reason_code } }) };
+      }
+      return { decision, record };
+    } catch (err) {
+      const message = `the PDP could not be reached: ${(err as Error).message}`;
+      return { record: { decision: "deny", reason_code: "pdp_unavailable", message }, error: errorBody("pdp_unavailable", message, { retryable: true }) };
+    }
+  }
+
+  // ---------------------------------------------------------------- endings
+
+  /**
+   * Moves a NodeRun to a terminal state inside `batch`; when it is the root, the run ends with it.
+   * Mutates the records it is given.
+   */
+  private finishNodeRun(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, state: "completed" | "failed" | "canceled", outputs?: Record<string, unknown>, error?: FabricErrorBody): void {
+    const nowIso = clock.isoNow();
+    nr.state = state;
+    nr.node_run.state = state;
+    nr.node_run.ended_at = nowIso;
+    nr.lease_owner = null;
+    nr.lease_expires_at = null;
+    if (outputs !== undefined) nr.node_run.outputs = outputs;
+    if (error) nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.error": error };
+    (batch.nodeRuns ??= []).push(nr);
+    const data: Record<string, unknown> = { state };
+    if (error) data.error = error;
+    (batch.events ??= []).push(event("node_run_completed", nr.run_id, nr.node_run_id, data));
+    if (nr.node_run_id === run.run.root_node_run_id && !isTerminal(run.state)) {
+      this.finishRun(batch, run, state, outputs, error);
+    }
+  }
+
+  private finishRun(batch: WriteBatch, run: RunRecord, state: "completed" | "failed" | "canceled", outputs?: Record<string, unknown>, error?: FabricErrorBody): void {
+    run.state = state;
+    run.run.state = state;
+    run.run.ended_at = clock.isoNow();
+    const ext = { ...run.run.extensions };
+    if (state === "completed") ext["nodefabric.outputs"] = outputs ?? {};
+    else ext["nodefabric.error"] = error ?? errorBody(state === "canceled" ? "canceled" : "handler_error", `the run ${state}`);
+    run.run.extensions = ext;
+    (batch.runs ??= []).push(run);
+    const data: Record<string, unknown> = { state };
+    if (state !== "completed") data.error = ext["nodefabric.error"];
+    (batch.events ??= []).push(event("run_completed", run.run_id, undefined, data));
+  }
+
+  /** Ends a run and every open NodeRun in it (cancel, budget). Returns the NodeRuns that were in flight. */
+  private async endOpenRun(run: RunRecord, state: "canceled" | "failed", error: FabricErrorBody): Promise<{ batch: WriteBatch; inFlight: NodeRunRecord[] }> {
+    const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+    const all = await this.o.store.listNodeRuns(run.run_id);
+    const inFlight: NodeRunRecord[] = [];
+    // Children first, so the run's last events are the root's end and run_completed.
+    for (const nr of all.filter((n) => !isTerminal(n.state)).sort((a, b) => b.depth - a.depth)) {
+      if (nr.state === "running" && nr.node_run.executor_binding) inFlight.push(nr);
+      if (nr.approval_id) {
+        const approval = await this.o.store.getApproval(nr.approval_id);
+        if (approval && approval.state === "pending") {
+          (batch.approvals ??= []).push({ ...approval, state: "rejected", resolved_at: clock.now() });
+        }
+        nr.approval_id = null;
+      }
+      this.finishNodeRun(batch, run, nr, state, undefined, error);
+    }
+    if (!isTerminal(run.state)) this.finishRun(batch, run, state, undefined, error);
+    return { batch, inFlight };
+  }
+
+  /** POST /v1/runs/{id}:cancel: cancels the run and every open NodeRun; a run that has ended is returned unchanged. */
+  async cancelRun(runId: string, caller: Caller = {}): Promise<Run> {
+    await this.getRunRecord(runId, caller);
+    const { run, inFlight } = await this.withLock(runId, async () => {
+      const rec = (await this.o.store.getRun(runId))!;
+      if (isTerminal(rec.state)) return { run: rec.run, inFlight: [] as NodeRunRecord[] };
+      const { batch, inFlight } = await this.endOpenRun(rec, "canceled", errorBody("canceled", "the run was canceled"));
+      await this.write(batch);
+      return { run: rec.run, inFlight };
+    });
+    for (const nr of inFlight) this.cancelAtExecutor(nr);
+    return run;
+  }
+
+  private cancelAtExecutor(nr: NodeRunRecord): void {
+    const binding = nr.node_run.executor_binding;
+    if (!binding) return;
+    void this.o.executors.cancel(binding.endpoint, nr.node_run_id);
+  }
+
+  // ---------------------------------------------------------------- dispatch
+
+  /** Asks the dispatcher to look for work soon. */
+  wake(): void {
+    if (this.pumpScheduled || this.stopped) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      void this.pump();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      while (!this.stopped && this.inFlight < this.maxInFlight) {
+        const claimed = await this.o.store.claim({
+          owner: this.o.instanceId,
+          now: clock.now(),
+          limit: Math.min(512, this.maxInFlight - this.inFlight),
+          leaseMs: this.leaseMs,
+        });
+        if (claimed.length === 0) break;
+        for (const rec of claimed) {
+          this.inFlight++;
+          void this.dispatch(rec)
+            .catch((err) => this.o.log.error({ err, node_run_id: rec.node_run_id }, "dispatch failed"))
+            .finally(() => {
+              this.inFlight--;
+              if (this.inFlight === this.maxInFlight - 1) this.wake();
+            });
+        }
+      }
+    } catch (err) {
+      this.o.log.error({ err }, "claiming work failed");
+    } finally {
+      this.pumping = false;
+      if (this.pumpAgain) {
+        this.pumpAgain = false;
+        this.wake();
+      }
+    }
+  }
+
+  /** Takes one claimed NodeRun through policy and into its executor. */
+  private async dispatch(claimed: NodeRunRecord): Promise<void> {
+    const plan = await this.withLock(claimed.run_id, () => this.prepareDispatch(claimed.node_run_id));
+    if (!plan) return;
+    const { nr, nodeType, endpoint, timeoutMs, deadline, run } = plan;
+    const body: AtomicExecuteRequest = {
+      run_id: nr.run_id,
+      node_run_id: nr.node_run_id,
+      node_type_ref: nr.node_run.node_type_ref,
+      inputs: nr.node_run.inputs ?? {},
+      extensions: { "nodefabric.attempt": nr.attempt, "nodefabric.deadline": new Date(deadline).toISOString() },
+    };
+    if (run.run.run_context) body.run_context = run.run.run_context;
+    const key = `${nr.node_run_id}:${nr.attempt}`;
+    this.running.set(nr.node_run_id, { endpoint, attempt: nr.attempt });
+    const started = clock.now();
+    let result: AtomicExecuteResult | undefined;
+    let failure: FabricErrorBody | undefined;
+    try {
+      result = await this.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - started) + 5_000 });
+    } catch (err) {
+      const e = err as FabricError;
+      failure = FabricError.is(e)
+        ? errorBody(e.code === "unknown_node_type" ? "unknown_node_type" : "executor_unavailable", e.message, { retryable: e.code !== "unknown_node_type" })
+        : errorBody("executor_unavailable", (err as Error).message, { retryable: true });
+    } finally {
+      this.running.delete(nr.node_run_id);
+    }
+    await this.withLock(nr.run_id, () => this.recordResult(nr.node_run_id, nr.attempt, nodeType, clock.now() - started, result, failure));
+  }
+
+  private async prepareDispatch(nodeRunId: string) {
+    const nr = await this.o.store.getNodeRun(nodeRunId);
+    if (!nr || isTerminal(nr.state) || nr.lease_owner !== this.o.instanceId || nr.approval_id) return undefined;
+    const run = await this.o.store.getRun(nr.run_id);
+    if (!run) return undefined;
+    const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+    if (isTerminal(run.state)) {
+      this.finishNodeRun(batch, run, nr, "canceled", undefined, errorBody("canceled", "the run has ended"));
+      await this.write(batch);
+      return undefined;
+    }
+    const ext = { ...nr.node_run.extensions };
+    // A NodeRun found assigned or running without a scheduled retry was in flight when its holder died.
+    if ((nr.state === "assigned" || nr.state === "running") && !ext["nodefabric.retry_scheduled"]) {
+      nr.attempt += 1;
+      batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: nr.attempt, reason: "lease_expired" }));
+    }
+    delete ext["nodefabric.retry_scheduled"];
+    ext["nodefabric.attempt"] = nr.attempt;
+    nr.node_run.extensions = ext;
+
+    let nodeType: NodeType;
+    try {
+      nodeType = await this.o.resolver.nodeType(nr.node_run.node_type_ref);
+    } catch (err) {
+      const e = err as FabricError;
+      if (FabricError.is(e) && e.statusCode === 404) {
+        this.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("unknown_node_type", e.message, { details: { node_type_ref: nr.node_run.node_type_ref } }));
+        await this.write(batch);
+        return undefined;
+      }
+      return this.scheduleRetry(batch, run, nr, undefined, errorBody("executor_unavailable", `the registry could not be reached: ${(err as Error).message}`, { retryable: true }));
+    }
+
+    if (this.o.policy && !ext["nodefabric.approved"]) {
+      const d = await this.decide({
+        action: "node.run.execute",
+        run_id: nr.run_id,
+        node_run_id: nr.node_run_id,
+        node_type_ref: nr.node_run.node_type_ref,
+        run_context: run.run.run_context,
+        constraints: mergeConstraints(run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined, nodeType.constraints),
+      });
+      batch.events!.push(event("policy_decided", nr.run_id, nr.node_run_id, { action: "node.run.execute", ...d.record }));
+      if (d.error) {
+        this.finishNodeRun(batch, run, nr, "failed", undefined, d.error);
+        await this.write(batch);
+        return undefined;
+      }
+      if (d.decision?.decision === "require_approval") {
+        const approvalId = d.decision.approval_ref?.approval_id ?? newId("apr");
+        const approval: ApprovalRecord = {
+          approval_id: approvalId,
+          run_id: nr.run_id,
+          node_run_id: nr.node_run_id,
+          state: "pending",
+          created_at: clock.now(),
+          resolved_at: null,
+          decision: d.decision as unknown as Record<string, unknown>,
+        };
+        nr.approval_id = approvalId;
+        nr.lease_owner = null;
+        nr.lease_expires_at = null;
+        ext["nodefabric.approval_id"] = approvalId;
+        (batch.approvals ??= []).push(approval);
+        batch.nodeRuns!.push(nr);
+        batch.events!.push(event("approval_requested", nr.run_id, nr.node_run_id, { approval_id: approvalId, reason_code: d.decision.reason_code, message: d.decision.message }));
+        await this.write(batch);
+        return undefined;
+      }
+    }
+
+    if (nodeType.kind !== "atomic") {
+      this.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("executor_unavailable", `composite node types cannot run yet: no composite executor serves ${nr.node_run.node_type_ref.node_type_id}`));
+      await this.write(batch);
+      return undefined;
+    }
+    const executor = await this.o.resolver.executorFor(nr.node_run.node_type_ref, "atomic");
+    if (!executor) {
+      return this.scheduleRetry(batch, run, nr, nodeType, errorBody("executor_unavailable", `no atomic executor serves ${nr.node_run.node_type_ref.node_type_id}@${nr.node_run.node_type_ref.version}`, { retryable: true }));
+    }
+
+    const now = clock.now();
+    const nowIso = new Date(now).toISOString();
+    const timeoutMs = timeoutOf(nodeType);
+    const deadline = Math.min(now + timeoutMs, run.deadline_at ?? Number.POSITIVE_INFINITY);
+    if (nr.state === "queued") {
+      nr.node_run.executor_binding = { executor_instance_id: executor.executor_instance_id, endpoint: executor.endpoint };
+      batch.events!.push(event("node_run_assigned", nr.run_id, nr.node_run_id, { executor_instance_id: executor.executor_instance_id, endpoint: executor.endpoint, attempt: nr.attempt }));
+    }
+    if (nr.state !== "running") {
+      nr.node_run.started_at = nowIso;
+      batch.events!.push(event("node_run_started", nr.run_id, nr.node_run_id, { attempt: nr.attempt }));
+    }
+    nr.state = "running";
+    nr.node_run.state = "running";
+    nr.node_run.executor_binding = { executor_instance_id: executor.executor_instance_id, endpoint: executor.endpoint };
+    nr.lease_expires_at = deadline + LEASE_GRACE_MS;
+    batch.nodeRuns!.push(nr);
+    if (run.state === "queued") {
+      run.state = "running";
+      run.run.state = "running";
+      batch.runs!.push(run);
+    }
+    await this.write(batch);
+    return { nr, nodeType, endpoint: executor.endpoint, timeoutMs, deadline, run };
+  }
+
+  /** Schedules another attempt after backoff, or fails the NodeRun when attempts are used up. */
+  private async scheduleRetry(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType | undefined, error: FabricErrorBody): Promise<undefined> {
+    const policy = retryPolicyOf(nodeType);
+    if (nr.attempt >= policy.max_attempts) {
+      this.finishNodeRun(batch, run, nr, "failed", undefined, error);
+    } else {
+      const next = nr.attempt + 1;
+      const delay = backoffMs(policy, next);
+      nr.attempt = next;
+      nr.available_at = clock.now() + delay;
+      nr.lease_owner = null;
+      nr.lease_expires_at = null;
+      nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.attempt": next, "nodefabric.retry_scheduled": true };
+      batch.nodeRuns!.push(nr);
+      batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: next, delay_ms: delay, error }));
+    }
+    await this.write(batch);
+    return undefined;
+  }
+
+  private async recordResult(nodeRunId: string, attempt: number, nodeType: NodeType, durationMs: number, result?: AtomicExecuteResult, failure?: FabricErrorBody): Promise<void> {
+    const nr = await this.o.store.getNodeRun(nodeRunId);
+    if (!nr || isTerminal(nr.state) || nr.attempt !== attempt) return; // canceled meanwhile, or a stale attempt
+    const run = (await this.o.store.getRun(nr.run_id))!;
+    const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+    const state = result ? ((result.state as string) === "succeeded" ? "completed" : result.state) : "failed";
+    const error = failure ?? (result?.error as FabricErrorBody | undefined);
+    const data: Record<string, unknown> = { state, attempt, duration_ms: durationMs };
+    if (error && state !== "completed") data.error = error;
+    batch.events!.push(event("atomic_executed", nr.run_id, nr.node_run_id, data));
+    if (state === "completed") {
+      this.finishNodeRun(batch, run, nr, "completed", (result!.outputs ?? {}) as Record<string, unknown>);
+      await this.write(batch);
+      return;
+    }
+    const err = error ?? errorBody("handler_error", `the executor answered ${state}`);
+    if (state === "canceled") {
+      this.finishNodeRun(batch, run, nr, "canceled", undefined, err);
+      await this.write(batch);
+      return;
+    }
+    if (err.retryable === true) {
+      await this.scheduleRetry(batch, run, nr, nodeType, err);
+      return;
+    }
+    this.finishNodeRun(batch, run, nr, "failed", undefined, err);
+    await this.write(batch);
+  }
+
+  // ---------------------------------------------------------------- recovery and budgets
+
+  private recovering = false;
+
+  /** Fails runs past their deadline and wakes the dispatcher for backoffs and expired leases. */
+  async recover(): Promise<void> {
+    if (this.recovering || this.stopped) return;
+    this.recovering = true;
+    try {
+      const overdue = await this.o.store.listOverdueRuns(clock.now(), 100);
+      for (const r of overdue) {
+        const inFlight = await this.withLock(r.run_id, async () => {
+          const rec = await this.o.store.getRun(r.run_id);
+          if (!rec || isTerminal(rec.state)) return [];
+          const budget = rec.deadline_at! - Date.parse(rec.run.started_at ?? new Date(rec.created_at).toISOString());
+          const res = await this.endOpenRun(rec, "failed", errorBody("budget_exceeded", `the run exceeded its max_wall_time_ms of ${budget} ms`, { details: { max_wall_time_ms: budget } }));
+          await this.write(res.batch);
+          return res.inFlight;
+        });
+        for (const nr of inFlight) this.cancelAtExecutor(nr);
+      }
+      this.wake();
+    } catch (err) {
+      this.o.log.error({ err }, "recovery pass failed");
+    } finally {
+      this.recovering = false;
+    }
+  }
+
+  // ---------------------------------------------------------------- approvals
+
+  /** POST /v1/approvals/{id}:approve|:reject. */
+  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}): Promise<void> {
+    const approval = await this.o.store.getApproval(approvalId);
+    if (!approval) throw new FabricError("approval_not_found", `no approval ${approvalId}`, { details: { approval_id: approvalId } });
+    const runCheck = await this.o.store.getRun(approval.run_id);
+    if (!runCheck || (caller.tenant_id !== undefined && runCheck.tenant_id !== caller.tenant_id)) {
+      throw new FabricError("approval_not_found", `no approval ${approvalId}`, { details: { approval_id: approvalId } });
+    }
+    await this.withLock(approval.run_id, async () => {
+      const a = (await this.o.store.getApproval(approvalId))!;
+      if (a.state !== "pending") {
+        if (a.state === decision) return;
+        throw new FabricError("node_run_terminal", `approval ${approvalId} was already ${a.state}`, { details: { approval_id: approvalId, state: a.state } });
+      }
+      const run = (await this.o.store.getRun(a.run_id))!;
+      const nr = (await this.o.store.getNodeRun(a.node_run_id))!;
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [], approvals: [{ ...a, state: decision, resolved_at: clock.now() }] };
+      batch.events!.push(event("approval_resolved", a.run_id, a.node_run_id, { approval_id: approvalId, decision }));
+      nr.approval_id = null;
+      if (decision === "approved") {
+        nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.approved": approvalId };
+        nr.available_at = clock.now();
+        batch.nodeRuns!.push(nr);
+      } else {
+        this.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("approval_rejected", `approval ${approvalId} was rejected`, { details: { approval_id: approvalId } }));
+      }
+      await this.write(batch);
+    });
+    this.wake();
+  }
+
+  // ---------------------------------------------------------------- node-run reports
+
+  /** POST /v1/node-runs/{id}:complete. */
+  async completeNodeRun(nodeRunId: string, req: NodeRunCompleteRequest, caller: Caller = {}): Promise<void> {
+    const found = await this.getNodeRunRecord(nodeRunId, caller);
+    await this.withLock(found.run_id, async () => {
+      const nr = (await this.o.store.getNodeRun(nodeRunId))!;
+      if (isTerminal(nr.state)) {
+        throw new FabricError("node_run_terminal", `node run ${nodeRunId} has already ended (${nr.state})`, { details: { node_run_id: nodeRunId, state: nr.state } });
+      }
+      const run = (await this.o.store.getRun(nr.run_id))!;
+      const state = (req.state as string) === "succeeded" ? "completed" : (req.state as "completed" | "failed" | "canceled");
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+      if (req.output_artifacts) nr.node_run.output_artifacts = req.output_artifacts;
+      const err = state === "completed" ? undefined : ((req.error as FabricErrorBody | undefined) ?? errorBody(state === "canceled" ? "canceled" : "handler_error", `the node run ${state}`));
+      this.finishNodeRun(batch, run, nr, state, state === "completed" ? (req.outputs ?? {}) : undefined, err);
+      await this.write(batch);
+    });
+  }
+
+  /** POST /v1/node-runs/{id}:evaluation. */
+  async reportEvaluation(nodeRunId: string, req: NodeRunEvaluationReportRequest, caller: Caller = {}): Promise<void> {
+    const found = await this.getNodeRunRecord(nodeRunId, caller);
+    await this.withLock(found.run_id, async () => {
+      const nr = (await this.o.store.getNodeRun(nodeRunId))!;
+      const run = (await this.o.store.getRun(nr.run_id))!;
+      if (isTerminal(run.state)) {
+        throw new FabricError("node_run_terminal", `run ${run.run_id} has ended`, { details: { run_id: run.run_id, state: run.state } });
+      }
+      nr.node_run.evaluation_result = req.evaluation_result;
+      const batch: WriteBatch = { nodeRuns: [nr], events: [event("node_evaluated", nr.run_id, nr.node_run_id, { evaluation_result: req.evaluation_result })] };
+      if (req.recovery_action) {
+        nr.node_run.recovery_actions = [...(nr.node_run.recovery_actions ?? []), req.recovery_action];
+        batch.events!.push(event("recovery_applied", nr.run_id, nr.node_run_id, { recovery_action: req.recovery_action }));
+      }
+      await this.write(batch);
+    });
+  }
+
+  /** How many NodeRuns are with executors now. */
+  inFlightCount(): number {
+    return this.inFlight;
+  }
+}
+
+export type { NodeTypeRef };

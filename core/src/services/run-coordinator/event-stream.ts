@@ -1,0 +1,92 @@
+/**
+ * NDJSON event streams: replay from the store after `after_seq`, then live from the in-memory hub, closing after the
+ * last event that concerns the stream (`run_completed`, or the end of the followed NodeRun).
+ */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { RunEvent } from "@nodefabric/schemas";
+import type { RunStore } from "../../store/run-store.js";
+import type { EventHub, HubEvent } from "../../engine/event-hub.js";
+
+const PAGE = 1000;
+
+export interface StreamOptions {
+  runId: string;
+  afterSeq: number;
+  follow: boolean;
+  /** Follow one NodeRun and its descendants instead of the whole run. */
+  nodeRunId?: string;
+  /** True when the run had already ended when the stream was asked for. */
+  runEnded: boolean;
+}
+
+/** Tracks which events a node-run stream covers, learning the subtree from `node_run_created` events. */
+class SubtreeFilter {
+  private readonly members: Set<string>;
+  constructor(private readonly root: string) {
+    this.members = new Set([root]);
+  }
+  /** Whether the event belongs to the subtree (and learns new members). */
+  covers(e: RunEvent): boolean {
+    if (e.type === "node_run_created" && e.node_run_id && typeof e.data?.parent_node_run_id === "string" && this.members.has(e.data.parent_node_run_id)) {
+      this.members.add(e.node_run_id);
+    }
+    return e.node_run_id !== undefined && this.members.has(e.node_run_id);
+  }
+  /** Whether the event ends the stream. */
+  ends(e: RunEvent): boolean {
+    return (e.type === "node_run_completed" && e.node_run_id === this.root) || e.type === "run_completed";
+  }
+}
+
+/** Streams a run's (or a NodeRun subtree's) events as NDJSON on a hijacked reply. */
+export async function streamEvents(req: FastifyRequest, reply: FastifyReply, store: RunStore, hub: EventHub, o: StreamOptions): Promise<void> {
+  const raw = reply.raw;
+  reply.hijack();
+  raw.writeHead(200, { "content-type": "application/x-ndjson; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" });
+
+  const filter = o.nodeRunId ? new SubtreeFilter(o.nodeRunId) : undefined;
+  let last = -1; // highest seq examined (sent or filtered out)
+  let done = false;
+  let live = false;
+  const pending: HubEvent[] = [];
+  let unsubscribe: () => void = () => undefined;
+
+  const finish = () => {
+    if (done) return;
+    done = true;
+    unsubscribe();
+    raw.end();
+  };
+  const consider = (e: RunEvent, line?: string) => {
+    if (done || e.seq <= last) return;
+    last = e.seq;
+    const covered = filter ? filter.covers(e) : true;
+    if (covered && e.seq > o.afterSeq) raw.write(line ?? `${JSON.stringify(e)}\n`);
+    if (filter ? filter.ends(e) : e.type === "run_completed") finish();
+  };
+
+  req.raw.on("close", finish);
+  if (o.follow && !o.runEnded) {
+    unsubscribe = hub.subscribe(o.runId, (e) => (live ? consider(e.event, e.line) : pending.push(e)));
+  }
+  try {
+    // A node-run stream must see the subtree's creation events, so it replays from the start and filters by seq.
+    let from = filter ? -1 : o.afterSeq;
+    for (;;) {
+      const page = await store.listEvents(o.runId, from, PAGE);
+      for (const e of page) consider(e);
+      if (done || page.length < PAGE) break;
+      from = page[page.length - 1].seq;
+    }
+  } catch (err) {
+    req.log.error({ err }, "event replay failed");
+    finish();
+    return;
+  }
+  if (!o.follow || o.runEnded) {
+    finish();
+    return;
+  }
+  for (const e of pending.splice(0)) consider(e.event, e.line);
+  live = true;
+}

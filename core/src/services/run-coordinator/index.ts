@@ -1,0 +1,218 @@
+/**
+ * The Run Coordinator: the run authority. Owns Runs and NodeRuns, dispatches work to executors through a durable
+ * queue with leases, enforces policy checkpoints and budgets, and serves durable, live NDJSON event streams.
+ */
+import os from "node:os";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, Run, RunStartRequest } from "@nodefabric/schemas";
+import { createService } from "../../http/service.js";
+import { FabricError } from "../../http/errors.js";
+import { ref } from "../../http/validation.js";
+import { RegistryClient } from "../../clients/registry-client.js";
+import { HttpExecutorCaller } from "../../clients/executor-client.js";
+import { HttpPolicyClient } from "../../clients/pdp-client.js";
+import { RegistryResolver, type NodeTypeResolver } from "../../engine/node-type-resolver.js";
+import { RunEngine, type Caller, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
+import type { RunStore, RunState } from "../../store/run-store.js";
+import { openSqliteRunStore } from "../../store/sqlite-run-store.js";
+import { streamEvents } from "./event-stream.js";
+import { parsePreferWait, waitForRunEnd } from "./prefer-wait.js";
+
+export interface RunCoordinatorOptions {
+  logger?: boolean | Record<string, unknown>;
+  /** SQLite file of the run store (used when `store` is not given). */
+  dbPath?: string;
+  store?: RunStore;
+  /** Node Registry base URL: node types and the executor directory. */
+  registryUrl: string;
+  /** PDP base URL; without it no policy checks are made (and a warning is logged). */
+  pdpUrl?: string;
+  /** Atomic executor to use when the registry's directory names none for a node type. */
+  atomicExecutorUrl?: string;
+  /** Stable id of this coordinator (default: "coordinator-<hostname>"). */
+  instanceId?: string;
+  leaseMs?: number;
+  tickMs?: number;
+  maxInFlight?: number;
+  /** Overrides for in-process wiring and tests. */
+  resolver?: NodeTypeResolver;
+  executors?: ExecutorCaller;
+  policy?: PolicyClient;
+}
+
+const ID = { type: "string", minLength: 1, maxLength: 256 } as const;
+const runParams = { type: "object", required: ["run_id"], properties: { run_id: ID } } as const;
+const nodeRunParams = { type: "object", required: ["node_run_id"], properties: { node_run_id: ID } } as const;
+const approvalParams = { type: "object", required: ["approval_id"], properties: { approval_id: ID } } as const;
+const eventsQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: { after_seq: { type: "integer", minimum: -1 }, follow: { type: "boolean", default: true } },
+} as const;
+const listQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    state: { enum: ["queued", "running", "completed", "failed", "canceled"] },
+    limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+    page_token: { type: "string", pattern: "^[A-Za-z0-9_-]{1,400}$" },
+  },
+} as const;
+
+/** The caller's identity; authentication (and with it tenants) arrives in a later release. */
+function callerOf(_req: FastifyRequest): Caller {
+  return {};
+}
+
+function decodePageToken(token: string | undefined): string | undefined {
+  if (token === undefined) return undefined;
+  const s = Buffer.from(token, "base64url").toString("utf8");
+  if (!s.startsWith("r:")) throw new FabricError("invalid_request", "page_token is not valid", { details: { errors: [{ path: "/page_token", message: "is not a token this service issued" }] } });
+  return s.slice(2);
+}
+
+/** Builds the Run Coordinator. */
+export async function buildRunCoordinator(options: RunCoordinatorOptions): Promise<FastifyInstance> {
+  const store = options.store ?? openSqliteRunStore({ path: options.dbPath ?? ".fabric/run-coordinator.db" });
+  const registry = new RegistryClient(options.registryUrl);
+  const executors = options.executors ?? new HttpExecutorCaller();
+  const policy = options.policy ?? (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl) : undefined);
+  const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl });
+
+  const app = createService({
+    name: "run-coordinator",
+    logger: options.logger,
+    health: async () => [
+      { name: "store", status: "ok" },
+      {
+        name: "policy",
+        status: policy ? "ok" : "degraded",
+        message: policy ? undefined : "no PDP configured: runs are not checked against any policy",
+      },
+      { name: "dispatch", status: "ok", details: { in_flight: engine.inFlightCount(), followers: engine.hub.followers() } },
+    ],
+  });
+  const engine = new RunEngine({
+    store,
+    resolver,
+    executors,
+    policy,
+    log: app.log,
+    instanceId: options.instanceId ?? `coordinator-${os.hostname()}`,
+    leaseMs: options.leaseMs,
+    tickMs: options.tickMs,
+    maxInFlight: options.maxInFlight,
+  });
+  if (!policy) app.log.warn("no PDP configured: the coordinator makes no policy checks");
+
+  app.addHook("onReady", async () => engine.start());
+  app.addHook("onClose", async () => {
+    await engine.stop();
+    await Promise.all([
+      registry.close(),
+      (executors as Partial<HttpExecutorCaller>).close?.(),
+      (policy as Partial<HttpPolicyClient> | undefined)?.close?.(),
+    ]);
+    if (!options.store) await store.close();
+  });
+
+  app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
+    const wait = parsePreferWait(req.headers.prefer);
+    const run = await engine.startRun(req.body as RunStartRequest, callerOf(req));
+    if (wait === undefined) return run;
+    reply.header("preference-applied", `wait=${wait}`);
+    return waitForRunEnd(engine, store, run, wait * 1000);
+  });
+
+  app.get("/v1/runs", { schema: { querystring: listQuery } }, async (req, reply) => {
+    const q = req.query as { state?: RunState; limit: number; page_token?: string };
+    const caller = callerOf(req);
+    const runs = await store.listRuns({ tenant_id: caller.tenant_id, state: q.state, limit: q.limit, before_run_id: decodePageToken(q.page_token) });
+    if (runs.length === q.limit) reply.header("x-next-page-token", Buffer.from(`r:${runs[runs.length - 1].run_id}`).toString("base64url"));
+    return runs.map((r) => r.run);
+  });
+
+  app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req) => {
+    const { run_id } = req.params as { run_id: string };
+    return (await engine.getRunRecord(run_id, callerOf(req))).run;
+  });
+
+  app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req) => {
+    const { run_id } = req.params as { run_id: string };
+    return engine.cancelRun(run_id, callerOf(req));
+  });
+
+  app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req) => {
+    const { run_id } = req.params as { run_id: string };
+    await engine.getRunRecord(run_id, callerOf(req));
+    return (await store.listNodeRuns(run_id)).map((n) => n.node_run);
+  });
+
+  app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
+    const { run_id } = req.params as { run_id: string };
+    const q = req.query as { after_seq?: number; follow: boolean };
+    const run = await engine.getRunRecord(run_id, callerOf(req));
+    await streamEvents(req, reply, store, engine.hub, { runId: run_id, afterSeq: q.after_seq ?? -1, follow: q.follow, runEnded: isEnded(run.run) });
+  });
+
+  app.post("/v1/node-runs", { schema: { body: ref("node_runs_create_request") } }, async (req) => {
+    const body = req.body as { run_id: string; parent_node_run_id: string };
+    const parent = await engine.getNodeRunRecord(body.parent_node_run_id, callerOf(req)).catch(() => undefined);
+    if (!parent || parent.run_id !== body.run_id || parent.node_run.kind !== "composite" || parent.state !== "running") {
+      throw new FabricError("parent_node_run_invalid", `node run ${body.parent_node_run_id} is not a running composite of run ${body.run_id}`, {
+        details: { run_id: body.run_id, parent_node_run_id: body.parent_node_run_id },
+      });
+    }
+    throw new FabricError("unavailable", "creating child NodeRuns needs the composite executor, which arrives in a later release");
+  });
+
+  app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    return (await engine.getNodeRunRecord(node_run_id, callerOf(req))).node_run;
+  });
+
+  app.get("/v1/node-runs/:node_run_id/events", { schema: { params: nodeRunParams, querystring: eventsQuery } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    const q = req.query as { after_seq?: number; follow: boolean };
+    const caller = callerOf(req);
+    const nr = await engine.getNodeRunRecord(node_run_id, caller);
+    const run = await engine.getRunRecord(nr.run_id, caller);
+    await streamEvents(req, reply, store, engine.hub, {
+      runId: nr.run_id,
+      nodeRunId: node_run_id,
+      afterSeq: q.after_seq ?? -1,
+      follow: q.follow,
+      runEnded: isEnded(run.run),
+    });
+  });
+
+  app.post("/v1/node-runs/:node_run_id(.+)::evaluation", { schema: { params: nodeRunParams, body: ref("node_run_evaluation_report_request") } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    await engine.reportEvaluation(node_run_id, req.body as NodeRunEvaluationReportRequest, callerOf(req));
+    return reply.code(204).send();
+  });
+
+  app.post("/v1/node-runs/:node_run_id(.+)::complete", { schema: { params: nodeRunParams, body: ref("node_run_complete_request") } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    await engine.completeNodeRun(node_run_id, req.body as NodeRunCompleteRequest, callerOf(req));
+    return reply.code(204).send();
+  });
+
+  app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
+    const { approval_id } = req.params as { approval_id: string };
+    await engine.resolveApproval(approval_id, "approved", callerOf(req));
+    return reply.code(204).send();
+  });
+
+  app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
+    const { approval_id } = req.params as { approval_id: string };
+    await engine.resolveApproval(approval_id, "rejected", callerOf(req));
+    return reply.code(204).send();
+  });
+
+  return app;
+}
+
+function isEnded(run: Run): boolean {
+  return run.state === "completed" || run.state === "failed" || run.state === "canceled";
+}
