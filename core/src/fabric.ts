@@ -15,6 +15,8 @@ import { loadHandlers } from "./services/atomic-executor/handler-loader.js";
 import { buildUnavailableService } from "./services/unavailable-service.js";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
+import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
+import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -34,8 +36,11 @@ function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<st
   return { level: config.log_level, base: { service: name } };
 }
 
+/** Services of this process already listening, by name and base URL: in-process calls go to them directly. */
+export type LocalServices = Array<{ name: ServiceName; url: string; app: FastifyInstance }>;
+
 /** Builds one service's fastify instance (not yet listening). */
-export async function buildService(name: ServiceName, config: FabricConfig): Promise<FastifyInstance> {
+export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = []): Promise<FastifyInstance> {
   const dataDir = path.resolve(config.base_dir, config.data_dir);
   const logger = loggerFor(config, name);
   switch (name) {
@@ -71,13 +76,24 @@ export async function buildService(name: ServiceName, config: FabricConfig): Pro
     }
     case "run-coordinator":
       mkdirSync(dataDir, { recursive: true });
+    {
+      const executors = new Map<string, AtomicExecutorApi>();
+      for (const s of local) {
+        const api = inProcessApi(s.app, "atomic-executor");
+        if (api) executors.set(new URL(s.url).origin, api);
+      }
+      const pdpApp = local.find((s) => s.name === "pdp")?.app;
+      const pdp = pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
       return buildRunCoordinator({
         logger,
         dbPath: path.join(dataDir, "run-coordinator.db"),
         registryUrl: serviceUrl(config, "node-registry"),
         pdpUrl: config.policy_checks ? serviceUrl(config, "pdp") : undefined,
+        policy: config.policy_checks && pdp ? pdp : undefined,
         atomicExecutorUrl: serviceUrl(config, "atomic-executor"),
+        executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller()) : undefined,
       });
+    }
     case "run-gateway":
       return buildRunGateway({ logger, coordinatorUrl: serviceUrl(config, "run-coordinator") });
     default:
@@ -101,7 +117,7 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
     let cfg = config;
     const ordered = START_ORDER.filter((n) => names.includes(n));
     for (const name of ordered) {
-      const app = await buildService(name, cfg);
+      const app = await buildService(name, cfg, startOrder);
       await app.listen({ host: cfg.host, port: servicePort(cfg, name) });
       const addr = app.server.address();
       const port = typeof addr === "object" && addr ? addr.port : servicePort(cfg, name);

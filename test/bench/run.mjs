@@ -1,51 +1,91 @@
 /**
- * `npm run bench`: each scenario runs next to its floor (a stateless fastify + undici setup doing the same HTTP work)
- * in the same process and run, rounds interleaved, and reports medians and the ratio to the floor.
- * Prints one JSON line per scenario, then a markdown table. Options: --rounds N (default 5), --requests N, --clients N,
- * --only name[,name].
+ * `npm run bench`: every scenario runs next to its floor (a stateless fastify + undici setup doing the same HTTP work)
+ * in the same run, rounds interleaved, and reports medians and the ratio to the floor. Absolute numbers drift on a
+ * shared machine; ratios measured in the same run hold.
+ *
+ * Prints one JSON line per scenario, then a markdown table.
+ * Options: --rounds N (default 5), --only a,b (scenario names), --runs N (atomic-throughput size, default 10000).
  */
 import Fastify from "fastify";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { buildAtomicExecutor, loadHandlers } from "../../core/dist/index.js";
+import { Pool, request } from "undici";
+import { buildAtomicExecutor, loadConfig, loadHandlers, startFabric } from "../../core/dist/index.js";
 import { closedLoop, median } from "./load.mjs";
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: "string", default: "5" },
-    requests: { type: "string", default: "10000" },
-    clients: { type: "string", default: "64" },
     only: { type: "string" },
+    runs: { type: "string", default: "10000" },
   },
 });
 const ROUNDS = Number(args.rounds);
-const REQUESTS = Number(args.requests);
-const CLIENTS = Number(args.clients);
+const RUNS = Number(args.runs);
+const CLIENTS = 64;
 const only = args.only ? new Set(args.only.split(",")) : null;
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-function address(app) {
-  const a = app.server.address();
-  return `http://127.0.0.1:${a.port}`;
+const address = (app) => `http://127.0.0.1:${app.server.address().port}`;
+
+/** Samples the RSS of this process while `fn` runs; returns fn's result and the peak in MB. */
+async function withPeakRss(fn) {
+  let peak = process.memoryUsage().rss;
+  const t = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
+  try {
+    const result = await fn();
+    return { ...result, peak_rss_mb: Math.round(Math.max(peak, process.memoryUsage().rss) / 1048576) };
+  } finally {
+    clearInterval(t);
+  }
 }
 
-/** The floor: one fastify hop that parses the same body and answers a small JSON object. */
-async function startBaseline() {
+// ------------------------------------------------------------------ floors
+
+/** One fastify hop that parses the body and answers a small JSON object. */
+async function startEchoFloor() {
   const app = Fastify({ logger: false });
-  app.post("/v1/atomic-node-runs:execute", async (req) => ({ node_run_id: req.body.node_run_id, state: "completed", outputs: { echo: req.body.inputs } }));
+  app.post("/echo", async (req) => ({ state: "completed", outputs: { echo: req.body.inputs ?? req.body.input } }));
   await app.listen({ host: "127.0.0.1", port: 0 });
   return app;
 }
 
-async function startExecutor() {
-  const handlers = await loadHandlers({ handlers: ["@nodefabric/handler-demo"], cwd: repo });
-  const app = await buildAtomicExecutor({ logger: false, handlers, concurrency: 4096 });
+/** A server that answers every GET after `ms`. */
+async function startSlowUpstream(ms) {
+  const app = Fastify({ logger: false });
+  app.get("/slow", async () => {
+    await new Promise((r) => setTimeout(r, ms));
+    return { ok: true };
+  });
   await app.listen({ host: "127.0.0.1", port: 0 });
   return app;
 }
+
+// ------------------------------------------------------------------ fabric
+
+async function startWholeFabric() {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
+  const config = loadConfig({ cwd: repo, env: {}, flags: { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] } });
+  const fabric = await startFabric(config);
+  for (let i = 0; i < 200; i++) {
+    const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`);
+    const list = await r.body.json();
+    if (list.length > 0) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    fabric,
+    close: async () => {
+      await fabric.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+// ------------------------------------------------------------------ scenarios
 
 const executeBody = (i) => ({
   run_id: "run_bench",
@@ -53,60 +93,152 @@ const executeBody = (i) => ({
   node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" },
   inputs: { i, text: "hello" },
 });
+const runBody = (i) => ({ root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, input: { i, text: "hello" } });
 
-const scenarios = [
-  {
-    name: "atomic-execute",
-    describe: `${REQUESTS} POST /v1/atomic-node-runs:execute of demo.echo, ${CLIENTS} closed-loop clients, executor alone`,
-    floor: "baseline",
-    start: startExecutor,
-    load: (url) =>
-      closedLoop({ url, path: "/v1/atomic-node-runs:execute", body: executeBody, total: REQUESTS, clients: CLIENTS, check: (b) => b.state === "completed" }),
-  },
-];
-
-async function measure(start, load) {
-  const app = await start();
+async function echoFloor(total) {
+  const app = await startEchoFloor();
   try {
-    await load(address(app)); // warm-up round, not counted
-    return await load(address(app));
+    await closedLoop({ url: address(app), path: "/echo", body: executeBody, total: Math.min(total, 2000), clients: CLIENTS });
+    return await closedLoop({ url: address(app), path: "/echo", body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" });
   } finally {
     await app.close();
   }
 }
 
-const results = [];
-const baselineLoad = (url) =>
-  closedLoop({ url, path: "/v1/atomic-node-runs:execute", body: executeBody, total: REQUESTS, clients: CLIENTS, check: (b) => b.state === "completed" });
+async function atomicExecute(total) {
+  const handlers = await loadHandlers({ handlers: ["@nodefabric/handler-demo"], cwd: repo });
+  const app = await buildAtomicExecutor({ logger: false, handlers, concurrency: 4096 });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const path = "/v1/atomic-node-runs:execute";
+  try {
+    await closedLoop({ url: address(app), path, body: executeBody, total: Math.min(total, 2000), clients: CLIENTS });
+    return await closedLoop({ url: address(app), path, body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" });
+  } finally {
+    await app.close();
+  }
+}
 
+async function atomicThroughput(total) {
+  const { fabric, close } = await startWholeFabric();
+  const url = fabric.urls["run-gateway"];
+  const load = (n) =>
+    closedLoop({ url, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60" }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
+  try {
+    await load(Math.min(total, 1000));
+    return await withPeakRss(() => load(total));
+  } finally {
+    await close();
+  }
+}
+
+/** N concurrent one-shot requests; returns the wall time. */
+async function burst(url, path, n, body, headers, check) {
+  const pool = new Pool(new URL(url).origin, { connections: n });
+  const t0 = performance.now();
+  let failures = 0;
+  await Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const res = await pool.request({ method: body ? "POST" : "GET", path, headers: { "content-type": "application/json", ...headers }, body: body ? JSON.stringify(body(i)) : undefined });
+      const text = await res.body.text();
+      if (res.statusCode !== 200 || (check && !check(JSON.parse(text)))) failures++;
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  await pool.close();
+  return { requests: n, failures, seconds: +seconds.toFixed(3), per_second: Math.round(n / seconds) };
+}
+
+async function slowUpstreamFloor(n) {
+  const upstream = await startSlowUpstream(100);
+  const app = Fastify({ logger: false });
+  const pool = new Pool(address(upstream), { connections: n });
+  app.post("/fetch", async () => {
+    const res = await pool.request({ method: "GET", path: "/slow" });
+    return { state: "completed", outputs: { status: res.statusCode, body: await res.body.json() } };
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  try {
+    await burst(address(app), "/fetch", 100, () => ({}));
+    return await burst(address(app), "/fetch", n, () => ({}), {}, (b) => b.state === "completed");
+  } finally {
+    await app.close();
+    await pool.close();
+    await upstream.close();
+  }
+}
+
+async function slowUpstream(n) {
+  const upstream = await startSlowUpstream(100);
+  const { fabric, close } = await startWholeFabric();
+  const url = fabric.urls["run-gateway"];
+  const body = () => ({ root_node_type_ref: { node_type_id: "demo.upstream", version: "1.0.0" }, input: { url: `${address(upstream)}/slow` } });
+  try {
+    await burst(url, "/v1/runs", 100, body, { prefer: "wait=60" });
+    return await withPeakRss(() => burst(url, "/v1/runs", n, body, { prefer: "wait=60" }, (b) => b.state === "completed"));
+  } finally {
+    await close();
+    await upstream.close();
+  }
+}
+
+const scenarios = [
+  {
+    name: "atomic-execute",
+    describe: `${RUNS} POST /v1/atomic-node-runs:execute of demo.echo to the executor alone, ${CLIENTS} closed-loop clients`,
+    floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(RUNS) },
+    run: () => atomicExecute(RUNS),
+    higherIsBetter: true,
+  },
+  {
+    name: "atomic-throughput",
+    describe: `${RUNS} runs of demo.echo through the gateway (Prefer: wait), ${CLIENTS} closed-loop clients, all services in one process, durable SQLite`,
+    floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(RUNS) },
+    run: () => atomicThroughput(RUNS),
+    higherIsBetter: true,
+  },
+  {
+    name: "slow-upstream",
+    describe: "1000 concurrent runs of demo.upstream, whose upstream answers after 100 ms; wall time",
+    floor: { name: "slow-upstream-floor", describe: "a fastify route doing the same GET with undici, 1000 concurrent requests", run: () => slowUpstreamFloor(1000) },
+    run: () => slowUpstream(1000),
+    higherIsBetter: false,
+  },
+];
+
+const results = [];
 for (const sc of scenarios) {
-  if (only && !only.has(sc.name) && !only.has("baseline")) continue;
+  if (only && !only.has(sc.name)) continue;
   const floorRuns = [];
   const runs = [];
   for (let r = 0; r < ROUNDS; r++) {
-    floorRuns.push(await measure(startBaseline, baselineLoad));
-    runs.push(await measure(sc.start, sc.load));
+    floorRuns.push(await sc.floor.run());
+    runs.push(await sc.run());
   }
-  const summarize = (name, describe, rs) => ({
-    scenario: name,
-    describe,
-    rounds: rs.length,
-    per_second: median(rs.map((x) => x.per_second)),
-    p50_ms: median(rs.map((x) => x.p50_ms)),
-    p99_ms: median(rs.map((x) => x.p99_ms)),
-    failures: rs.reduce((n, x) => n + x.failures, 0),
-  });
-  const floor = summarize("baseline", `the floor: one fastify hop, same body, ${CLIENTS} clients`, floorRuns);
+  const summarize = (name, describe, rs) => {
+    const out = { scenario: name, describe, rounds: rs.length, per_second: median(rs.map((x) => x.per_second)) };
+    if (rs[0].p50_ms !== undefined) {
+      out.p50_ms = median(rs.map((x) => x.p50_ms));
+      out.p99_ms = median(rs.map((x) => x.p99_ms));
+    }
+    out.seconds = median(rs.map((x) => x.seconds));
+    if (rs[0].peak_rss_mb !== undefined) out.peak_rss_mb = Math.max(...rs.map((x) => x.peak_rss_mb));
+    out.failures = rs.reduce((n, x) => n + x.failures, 0);
+    return out;
+  };
+  const floor = summarize(sc.floor.name, sc.floor.describe, floorRuns);
   const main = summarize(sc.name, sc.describe, runs);
-  main.ratio_to_baseline = +(main.per_second / floor.per_second).toFixed(3);
-  main.p50_overhead_ms = +(main.p50_ms - floor.p50_ms).toFixed(2);
-  if (!results.some((x) => x.scenario === "baseline")) results.push(floor);
-  results.push(main);
+  main.floor = floor.scenario;
+  main.ratio_to_floor = sc.higherIsBetter ? +(main.per_second / floor.per_second).toFixed(3) : +(main.seconds / floor.seconds).toFixed(3);
+  main.ratio_meaning = sc.higherIsBetter ? "throughput / floor throughput (higher is better)" : "wall time / floor wall time (lower is better)";
+  if (main.p50_ms !== undefined && floor.p50_ms !== undefined) main.p50_overhead_ms = +(main.p50_ms - floor.p50_ms).toFixed(2);
+  results.push(floor, main);
+  process.stdout.write(`${JSON.stringify(floor)}\n${JSON.stringify(main)}\n`);
 }
 
-for (const r of results) process.stdout.write(`${JSON.stringify(r)}\n`);
-process.stdout.write(`\n| scenario | runs/s (median of ${ROUNDS}) | p50 ms | p99 ms | ratio to baseline | failures |\n|---|---|---|---|---|---|\n`);
+process.stdout.write(`\n| scenario | per s (median of ${ROUNDS}) | p50 ms | p99 ms | wall s | peak RSS MB | ratio to floor | failures |\n|---|---|---|---|---|---|---|---|\n`);
 for (const r of results) {
-  process.stdout.write(`| ${r.scenario} | ${r.per_second} | ${r.p50_ms} | ${r.p99_ms} | ${r.ratio_to_baseline ?? "1.000"} | ${r.failures} |\n`);
+  process.stdout.write(
+    `| ${r.scenario} | ${r.per_second} | ${r.p50_ms ?? ""} | ${r.p99_ms ?? ""} | ${r.seconds} | ${r.peak_rss_mb ?? ""} | ${r.ratio_to_floor ?? ""} | ${r.failures} |\n`,
+  );
 }
 process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, ${new Date().toISOString()}\n`);

@@ -4,6 +4,7 @@
 import type { AtomicExecuteRequest, AtomicExecuteResult } from "@nodefabric/schemas";
 import { HttpClient } from "./http-client.js";
 import type { ExecutorCaller } from "../engine/run-engine.js";
+import type { AtomicExecutorApi } from "../in-process.js";
 
 /** Calls executors over HTTP, keeping one connection pool per endpoint. */
 export class HttpExecutorCaller implements ExecutorCaller {
@@ -35,5 +36,40 @@ export class HttpExecutorCaller implements ExecutorCaller {
 
   async close(): Promise<void> {
     await Promise.all([...this.clients.values()].map((c) => c.close()));
+  }
+}
+
+/**
+ * Calls executors of this process directly and the others over HTTP. An in-process call gets a structured copy of
+ * the request and result, as a socket would, so neither side can see the other's objects change.
+ */
+export class LocalFirstExecutorCaller implements ExecutorCaller {
+  constructor(
+    private readonly local: Map<string, AtomicExecutorApi>,
+    private readonly remote: ExecutorCaller & { close?: () => Promise<void> },
+  ) {}
+
+  private find(endpoint: string): AtomicExecutorApi | undefined {
+    try {
+      return this.local.get(new URL(endpoint).origin);
+    } catch {
+      return undefined;
+    }
+  }
+
+  async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
+    const api = this.find(endpoint);
+    if (!api) return this.remote.execute(endpoint, body, options);
+    return structuredClone(await api.execute(structuredClone(body), options.idempotencyKey));
+  }
+
+  async cancel(endpoint: string, nodeRunId: string): Promise<void> {
+    const api = this.find(endpoint);
+    if (api) api.cancel(nodeRunId);
+    else await this.remote.cancel(endpoint, nodeRunId);
+  }
+
+  async close(): Promise<void> {
+    await this.remote.close?.();
   }
 }

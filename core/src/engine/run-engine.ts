@@ -228,8 +228,10 @@ export class RunEngine {
         node_run: nodeRun,
         attempt: 1,
         available_at: now,
-        lease_owner: null,
-        lease_expires_at: null,
+        // The creator holds the lease from the start and dispatches at once, without a claim round trip;
+        // if it dies, the lease runs out (or is released at its restart) and a claim picks the NodeRun up.
+        lease_owner: this.o.instanceId,
+        lease_expires_at: now + this.leaseMs,
         approval_id: null,
         idempotency_key: null,
         spec_hash: null,
@@ -251,7 +253,7 @@ export class RunEngine {
         }
       }
       await this.write({ runs: [runRec], nodeRuns: [nrRec], events });
-      this.wake();
+      this.dispatchSoon(nrRec);
       return run;
     });
   }
@@ -365,6 +367,30 @@ export class RunEngine {
     });
   }
 
+  private readonly localQueue: NodeRunRecord[] = [];
+
+  /** Dispatches a NodeRun this coordinator created and leased, as soon as there is capacity. */
+  private dispatchSoon(rec: NodeRunRecord): void {
+    if (this.stopped) return;
+    if (this.inFlight >= this.maxInFlight) {
+      this.localQueue.push(rec);
+      return;
+    }
+    this.startDispatch(rec);
+  }
+
+  private startDispatch(rec: NodeRunRecord): void {
+    this.inFlight++;
+    void this.dispatch(rec)
+      .catch((err) => this.o.log.error({ err, node_run_id: rec.node_run_id }, "dispatch failed"))
+      .finally(() => {
+        this.inFlight--;
+        const next = this.localQueue.shift();
+        if (next && !this.stopped) this.startDispatch(next);
+        else if (this.inFlight === this.maxInFlight - 1) this.wake();
+      });
+  }
+
   private async pump(): Promise<void> {
     if (this.pumping) {
       this.pumpAgain = true;
@@ -380,15 +406,7 @@ export class RunEngine {
           leaseMs: this.leaseMs,
         });
         if (claimed.length === 0) break;
-        for (const rec of claimed) {
-          this.inFlight++;
-          void this.dispatch(rec)
-            .catch((err) => this.o.log.error({ err, node_run_id: rec.node_run_id }, "dispatch failed"))
-            .finally(() => {
-              this.inFlight--;
-              if (this.inFlight === this.maxInFlight - 1) this.wake();
-            });
-        }
+        for (const rec of claimed) this.startDispatch(rec);
       }
     } catch (err) {
       this.o.log.error({ err }, "claiming work failed");

@@ -2,6 +2,7 @@
  * The Atomic Executor: runs the handlers of loaded packages for `POST /v1/atomic-node-runs:execute`,
  * cancels them on `:cancel`, and announces its node types to the Node Registry.
  */
+import { exposeInProcess } from "../../in-process.js";
 import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { AtomicExecuteRequest, AtomicExecuteResult, NodeType } from "@nodefabric/schemas";
@@ -187,10 +188,8 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     }
   };
 
-  app.post("/v1/atomic-node-runs::execute", { schema: { body: ref("atomic_execute_request") } }, async (req) => {
-    const request = req.body as AtomicExecuteRequest;
-    const rawKey = req.headers["idempotency-key"];
-    const key = (Array.isArray(rawKey) ? rawKey[0] : rawKey)?.trim() || undefined;
+  /** Executes one request; the route and in-process callers share it. */
+  const execute = async (request: AtomicExecuteRequest, key: string | undefined): Promise<AtomicExecuteResult> => {
     if (key && key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
       throw invalidRequest("the Idempotency-Key header is too long", [{ path: "/headers/idempotency-key", message: `must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters` }]);
     }
@@ -239,12 +238,10 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     const result = run(request, attempt, timeoutMs, loaded);
     if (key && fingerprint) cache.put(key, fingerprint, result);
     return result;
-  });
+  };
 
-  // `:node_run_id::cancel` would make find-my-way read one parameter named "node_run_id::cancel"; the regex ends the
-  // parameter before the literal ":cancel" (and still allows colons inside the id).
-  app.post("/v1/atomic-node-runs/:node_run_id(.+)::cancel", async (req, reply) => {
-    const { node_run_id } = req.params as { node_run_id: string };
+  /** Aborts the executions of a NodeRun, and remembers the cancel for one that has not arrived yet. */
+  const cancel = (node_run_id: string): void => {
     canceled.set(node_run_id, clock.now());
     if (canceled.size > 10_000) {
       // Oldest first: Map keeps insertion order.
@@ -254,8 +251,21 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
       }
     }
     for (const execution of running.get(node_run_id) ?? []) execution.stop("canceled");
+  };
+
+  app.post("/v1/atomic-node-runs::execute", { schema: { body: ref("atomic_execute_request") } }, async (req) => {
+    const rawKey = req.headers["idempotency-key"];
+    const key = (Array.isArray(rawKey) ? rawKey[0] : rawKey)?.trim() || undefined;
+    return execute(req.body as AtomicExecuteRequest, key);
+  });
+
+  // `:node_run_id::cancel` would make find-my-way read one parameter named "node_run_id::cancel"; the regex ends the
+  // parameter before the literal ":cancel" (and still allows colons inside the id).
+  app.post("/v1/atomic-node-runs/:node_run_id(.+)::cancel", async (req, reply) => {
+    cancel((req.params as { node_run_id: string }).node_run_id);
     return reply.code(204).send();
   });
+  exposeInProcess(app, "atomic-executor", { execute, cancel });
 
   app.addHook("onClose", async () => {
     for (const set of running.values()) for (const execution of set) execution.stop("shutdown");

@@ -7,6 +7,7 @@ import type { PolicyDecisionRequest } from "@nodefabric/schemas";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
+import { exposeInProcess } from "../../in-process.js";
 import { createDecider } from "./decider.js";
 import { defaultPolicySet, loadEntitiesFile, loadPolicyFile, type LoadedPolicySet } from "./policy-set.js";
 
@@ -54,5 +55,6 @@ export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstanc
     }
     return decider.decide(req.body as PolicyDecisionRequest);
   });
+  exposeInProcess(app, "pdp", { decide: async (request) => decider.decide(request) });
   return app;
 }
