@@ -9,11 +9,11 @@ import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-async function json(method: string, url: string, body?: unknown) {
+async function json(method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await request(url, {
     method: method as "GET",
     body: body === undefined ? undefined : JSON.stringify(body),
-    headers: body === undefined ? {} : { "content-type": "application/json" },
+    headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
   });
   const text = await res.body.text();
   return { status: res.statusCode, headers: res.headers, body: text ? JSON.parse(text) : undefined };
@@ -55,10 +55,18 @@ describe("fabric dev, as a user runs it", () => {
     }
   });
 
-  it("answers the run services, which come in a later release, with 503 unavailable", async () => {
-    const r = await json("POST", `${fabric.urls["run-gateway"]}/v1/runs`, { root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, input: {} });
-    expect(r.status).toBe(503);
-    expect(r.body.error.code).toBe("unavailable");
+  it("runs a node through the gateway, and answers the composite executor with 503 until it arrives", async () => {
+    const registry = fabric.urls["node-registry"];
+    await eventually(async () => {
+      const r = await json("GET", `${registry}/v1/executors?node_type_id=demo.echo`);
+      return r.status === 200 && r.body.length > 0 ? true : undefined;
+    });
+    const r = await json("POST", `${fabric.urls["run-gateway"]}/v1/runs`, { root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, input: { a: 1 } }, { prefer: "wait=10" });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ state: "completed", extensions: { "nodefabric.outputs": { echo: { a: 1 } } } });
+    const c = await json("POST", `${fabric.urls["composite-executor"]}/v1/composite-node-runs:begin`, {});
+    expect(c.status).toBe(503);
+    expect(c.body.error.code).toBe("unavailable");
   });
 
   it("discovers the demo handlers, publishes them, and executes one", async () => {

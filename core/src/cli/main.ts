@@ -8,6 +8,7 @@ import { ConfigError, LOG_LEVELS, loadConfig, serviceUrl, type FabricConfig } fr
 import { startFabric } from "../fabric.js";
 import { SERVICE_VERSION } from "../version.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
+import { registerRunCommands } from "./run-command.js";
 
 function parsePort(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError("must be a whole number");
@@ -133,6 +134,8 @@ export function buildProgram(): Command {
       const url = opts.registry ?? serviceUrl(loadConfig(), "node-registry");
       process.exitCode = await nodeTypesPublish(url, file);
     });
+
+  registerRunCommands(program);
 
   return program;
 }

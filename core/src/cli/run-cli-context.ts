@@ -1,0 +1,52 @@
+/**
+ * What `fabric run` and `fabric runs` share: where the gateway and registry are, how usage mistakes and service
+ * errors are reported, and the exit codes.
+ */
+import { ConfigError, loadConfig, serviceUrl } from "../config.js";
+import { FabricError } from "../http/errors.js";
+
+export const EXIT_OK = 0;
+/** A run that failed or was canceled, or a service that refused. */
+export const EXIT_FAILED = 1;
+/** The command line itself is wrong (bad JSON in --input, bad --limit, …). */
+export const EXIT_USAGE = 2;
+
+/** A mistake on the command line: printed as `fabric: <message>`, exit 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** The gateway base URL: the flag, else the configuration's. */
+export function gatewayUrlOf(flag: string | undefined): string {
+  return flag ?? serviceUrl(loadConfig(), "run-gateway");
+}
+
+/** The registry base URL: the flag, else the configuration's. */
+export function registryUrlOf(flag: string | undefined): string {
+  return flag ?? serviceUrl(loadConfig(), "node-registry");
+}
+
+/** Prints an error on stderr (`fabric: <code>: <message>` for service errors) and returns its exit code. */
+export function reportError(err: unknown): number {
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(`fabric: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  if (FabricError.is(err)) {
+    const errors = (err.details?.errors as Array<{ path: string; message: string }> | undefined) ?? [];
+    process.stderr.write([`fabric: ${err.code}: ${err.message}`, ...errors.map((e) => `  ${e.path}: ${e.message}`)].join("\n") + "\n");
+    return EXIT_FAILED;
+  }
+  process.stderr.write(`fabric: ${(err as Error).message}\n`);
+  return EXIT_FAILED;
+}
+
+/** Prints a run's or NodeRun's `error` object the way service errors are printed. */
+export function printRunError(error: { code?: unknown; message?: unknown } | undefined, fallback: string): void {
+  const code = typeof error?.code === "string" ? error.code : fallback;
+  const message = typeof error?.message === "string" ? error.message : `the run ${fallback}`;
+  process.stderr.write(`fabric: ${code}: ${message}\n`);
+}

@@ -1,0 +1,141 @@
+/**
+ * Typed client of the Run Gateway: start, read and cancel runs, list them, read NodeRuns, resolve approvals,
+ * and follow a run's NDJSON event stream.
+ */
+import type { NodeRun, Run, RunEvent, RunStartRequest, RunState } from "@nodefabric/schemas";
+import { HttpClient, errorFromResponse, type HttpClientOptions } from "./http-client.js";
+import { FabricError } from "../http/errors.js";
+
+export interface StartRunOptions {
+  /** `Prefer: wait=<seconds>`: hold the answer until the run ends or this many seconds (at most 60) pass. */
+  waitSeconds?: number;
+}
+
+export interface StartedRun {
+  run: Run;
+  /** The `Preference-Applied` answer header, when the gateway honoured a wait. */
+  preferenceApplied?: string;
+}
+
+export interface RunListQuery {
+  state?: RunState;
+  limit?: number;
+  page_token?: string;
+}
+
+export interface RunEventsOptions {
+  /** Resume after this seq. */
+  afterSeq?: number;
+  /** Keep the stream open for live events (default true). */
+  follow?: boolean;
+  signal?: AbortSignal;
+}
+
+const seg = encodeURIComponent;
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** Talks to a Run Gateway over HTTP. */
+export class GatewayClient {
+  readonly http: HttpClient;
+
+  constructor(baseUrl: string, options?: HttpClientOptions) {
+    this.http = new HttpClient(baseUrl, { connections: 8, ...options });
+  }
+
+  /** Starts a run; with `waitSeconds`, the answer is held until it ends or the wait runs out. */
+  async startRun(request: RunStartRequest, options: StartRunOptions = {}): Promise<StartedRun> {
+    const wait = options.waitSeconds;
+    const res = await this.http.request<Run>("POST", "/v1/runs", request, {
+      headers: wait === undefined ? undefined : { prefer: `wait=${wait}` },
+      timeoutMs: (wait ?? 0) * 1000 + DEFAULT_TIMEOUT_MS,
+    });
+    if (res.status !== 200) throw errorFromResponse(this.http.baseUrl, res.status, res.body, res.headers);
+    const applied = res.headers["preference-applied"];
+    return { run: res.body, preferenceApplied: typeof applied === "string" ? applied : undefined };
+  }
+
+  /** The Run as it stands. */
+  getRun(runId: string): Promise<Run> {
+    return this.http.json<Run>("GET", `/v1/runs/${seg(runId)}`);
+  }
+
+  /** Cancels a run (a run that already ended comes back unchanged). */
+  cancelRun(runId: string): Promise<Run> {
+    return this.http.json<Run>("POST", `/v1/runs/${seg(runId)}:cancel`);
+  }
+
+  /** One page of recent runs, with the token of the next page when more remain. */
+  async listRuns(query: RunListQuery = {}): Promise<{ items: Run[]; nextPageToken?: string }> {
+    const res = await this.http.request<Run[]>("GET", "/v1/runs", undefined, { query: { ...query } });
+    if (res.status !== 200) throw errorFromResponse(this.http.baseUrl, res.status, res.body, res.headers);
+    const next = res.headers["x-next-page-token"];
+    return { items: res.body, nextPageToken: typeof next === "string" && next ? next : undefined };
+  }
+
+  /** Every NodeRun of a run. */
+  listNodeRuns(runId: string): Promise<NodeRun[]> {
+    return this.http.json<NodeRun[]>("GET", `/v1/runs/${seg(runId)}/node-runs`);
+  }
+
+  /** One NodeRun. */
+  getNodeRun(nodeRunId: string): Promise<NodeRun> {
+    return this.http.json<NodeRun>("GET", `/v1/node-runs/${seg(nodeRunId)}`);
+  }
+
+  /** Approves a pending approval; the NodeRun waiting on it proceeds. */
+  async approve(approvalId: string): Promise<void> {
+    await this.http.json("POST", `/v1/approvals/${seg(approvalId)}:approve`);
+  }
+
+  /** Rejects a pending approval; the NodeRun waiting on it fails with approval_rejected. */
+  async reject(approvalId: string): Promise<void> {
+    await this.http.json("POST", `/v1/approvals/${seg(approvalId)}:reject`);
+  }
+
+  /**
+   * A run's events as they arrive. A non-2xx is thrown as the FabricError it carries before the first event;
+   * a stream cut off midway throws `upstream_unavailable`, so the caller can resume with `afterSeq`.
+   */
+  async *events(runId: string, options: RunEventsOptions = {}): AsyncGenerator<RunEvent> {
+    const res = await this.http.stream(`/v1/runs/${seg(runId)}/events`, {
+      query: { after_seq: options.afterSeq, follow: options.follow === undefined ? undefined : String(options.follow) },
+      signal: options.signal,
+    });
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      const text = await res.body.text();
+      let body: unknown = null;
+      try {
+        body = text ? JSON.parse(text) : null;
+      } catch {
+        // not JSON: errorFromResponse names the status instead
+      }
+      throw errorFromResponse(this.http.baseUrl, res.statusCode, body, res.headers);
+    }
+    res.body.setEncoding("utf8");
+    let pending = "";
+    try {
+      for await (const chunk of res.body as AsyncIterable<string>) {
+        pending += chunk;
+        let nl: number;
+        while ((nl = pending.indexOf("\n")) >= 0) {
+          const line = pending.slice(0, nl).trim();
+          pending = pending.slice(nl + 1);
+          if (line) yield JSON.parse(line) as RunEvent;
+        }
+      }
+    } catch (err) {
+      if (options.signal?.aborted || FabricError.is(err)) throw err;
+      if (err instanceof SyntaxError) throw new FabricError("upstream_unavailable", `the event stream sent a line that is not JSON: ${err.message}`);
+      throw new FabricError("upstream_unavailable", `the event stream from ${this.http.baseUrl} broke off (${(err as { code?: string }).code ?? (err as Error).message})`, { retryable: true, cause: err });
+    } finally {
+      // Leaving the loop early (break, return) must not leave the connection streaming.
+      if (!res.body.destroyed) res.body.destroy();
+    }
+    const rest = pending.trim();
+    if (rest) yield JSON.parse(rest) as RunEvent;
+  }
+
+  close(): Promise<void> {
+    return this.http.close();
+  }
+}

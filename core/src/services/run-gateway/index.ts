@@ -1,0 +1,146 @@
+/**
+ * The Run Gateway: the clients' entry point. It keeps no state: it authenticates at the edge, validates with the
+ * v1 schemas, and forwards to the Run Coordinator over a pooled client, relaying answers and event streams back.
+ */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { RunStartRequest } from "@nodefabric/schemas";
+import { createService } from "../../http/service.js";
+import { ref } from "../../http/validation.js";
+import { HttpClient } from "../../clients/http-client.js";
+import { parsePreferWait } from "../run-coordinator/prefer-wait.js";
+import { forward, forwardedHeaders } from "./coordinator-forwarding.js";
+import { pipeEvents } from "./event-pipe.js";
+import { coordinatorHealth } from "./coordinator-health.js";
+
+export interface RunGatewayOptions {
+  logger?: boolean | Record<string, unknown>;
+  /** Base URL of the Run Coordinator every request is forwarded to. */
+  coordinatorUrl: string;
+  /** How long the coordinator may take to answer a request, beyond any `Prefer: wait` (ms, default 30 s). */
+  requestTimeoutMs?: number;
+  /** How long the coordinator's /v1/health may take before it counts as down (ms, default 2 s). */
+  healthTimeoutMs?: number;
+  /** Connections kept open to the coordinator (default 64). */
+  connections?: number;
+  /** Requests in flight past which the gateway sheds load with 503 (default: no limit). */
+  maxInFlight?: number;
+}
+
+// Path and query schemas mirror the coordinator's, so a bad request is refused here, before any forwarding.
+const ID = { type: "string", minLength: 1, maxLength: 256 } as const;
+const runParams = { type: "object", required: ["run_id"], properties: { run_id: ID } } as const;
+const nodeRunParams = { type: "object", required: ["node_run_id"], properties: { node_run_id: ID } } as const;
+const approvalParams = { type: "object", required: ["approval_id"], properties: { approval_id: ID } } as const;
+const eventsQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: { after_seq: { type: "integer", minimum: -1 }, follow: { type: "boolean", default: true } },
+} as const;
+const listQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    state: { enum: ["queued", "running", "completed", "failed", "canceled"] },
+    limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+    page_token: { type: "string", pattern: "^[A-Za-z0-9_-]{1,400}$" },
+  },
+} as const;
+
+/**
+ * AUTHENTICATION AT THE EDGE (a later issue): verify the caller's bearer token here and refuse with 401/403.
+ * Until then every caller is let through; the `authorization` header is forwarded to the coordinator either way.
+ */
+async function authenticateCaller(_req: FastifyRequest): Promise<void> {
+  // Intentionally empty until edge authentication lands.
+}
+
+const seg = encodeURIComponent;
+
+/** Builds the Run Gateway. */
+export async function buildRunGateway(options: RunGatewayOptions): Promise<FastifyInstance> {
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  // Each forwarded request sets its own header timeout, so a `Prefer: wait` gets its wait on top of it.
+  const coordinator = new HttpClient(options.coordinatorUrl, {
+    connections: options.connections,
+    headersTimeoutMs: requestTimeoutMs,
+    bodyTimeoutMs: requestTimeoutMs,
+  });
+  const openStreams = new Set<AbortController>();
+
+  const app = createService({
+    name: "run-gateway",
+    logger: options.logger,
+    maxInFlight: options.maxInFlight,
+    health: async () => [await coordinatorHealth(coordinator, options.healthTimeoutMs ?? 2_000)],
+  });
+
+  app.addHook("onRequest", async (req) => {
+    if (req.url.startsWith("/v1/health") || req.url.startsWith("/v1/version")) return;
+    await authenticateCaller(req);
+  });
+  // Live streams would otherwise hold the close until their runs end.
+  app.addHook("preClose", async () => {
+    for (const ac of openStreams) ac.abort();
+  });
+  app.addHook("onClose", async () => {
+    await coordinator.close();
+  });
+
+  app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
+    const prefer = req.headers.prefer;
+    const wait = parsePreferWait(prefer) ?? 0;
+    return forward(coordinator, reply, "POST", "/v1/runs", {
+      body: req.body as RunStartRequest,
+      headers: forwardedHeaders(req, { prefer: Array.isArray(prefer) ? prefer.join(", ") : prefer }),
+      timeoutMs: wait * 1000 + requestTimeoutMs,
+    });
+  });
+
+  app.get("/v1/runs", { schema: { querystring: listQuery } }, async (req, reply) => {
+    const q = req.query as { state?: string; limit: number; page_token?: string };
+    return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req, reply) => {
+    const { run_id } = req.params as { run_id: string };
+    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req, reply) => {
+    const { run_id } = req.params as { run_id: string };
+    return forward(coordinator, reply, "POST", `/v1/runs/${seg(run_id)}:cancel`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req, reply) => {
+    const { run_id } = req.params as { run_id: string };
+    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}/node-runs`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
+    const { run_id } = req.params as { run_id: string };
+    const q = req.query as { after_seq?: number; follow: boolean };
+    await pipeEvents(coordinator, req, reply, {
+      path: `/v1/runs/${seg(run_id)}/events`,
+      query: { after_seq: q.after_seq, follow: q.follow },
+      headers: forwardedHeaders(req),
+      open: openStreams,
+    });
+  });
+
+  app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
+    const { approval_id } = req.params as { approval_id: string };
+    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
+    const { approval_id } = req.params as { approval_id: string };
+    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+  });
+
+  return app;
+}
