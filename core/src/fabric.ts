@@ -95,7 +95,14 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
       });
     }
     case "run-gateway":
-      return buildRunGateway({ logger, coordinatorUrl: serviceUrl(config, "run-coordinator") });
+    {
+      const coordinatorApp = local.find((s) => s.name === "run-coordinator")?.app;
+      return buildRunGateway({
+        logger,
+        coordinatorUrl: serviceUrl(config, "run-coordinator"),
+        coordinator: coordinatorApp ? inProcessApi(coordinatorApp, "run-coordinator") : undefined,
+      });
+    }
     default:
       return buildUnavailableService(name, { logger });
   }

@@ -3,6 +3,7 @@
  * A service exposes its API on its fastify instance here; the launcher hands it to the services that call it.
  */
 import type { FastifyInstance } from "fastify";
+import type { CoordinatorApi } from "./services/run-coordinator/coordinator-api.js";
 import type { AtomicExecuteRequest, AtomicExecuteResult, PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
 
 /** What the atomic executor offers in-process. */
@@ -21,6 +22,7 @@ export interface PdpApi {
 interface InProcessApis {
   "atomic-executor": AtomicExecutorApi;
   pdp: PdpApi;
+  "run-coordinator": CoordinatorApi;
 }
 
 const apis = new WeakMap<FastifyInstance, Partial<InProcessApis>>();

@@ -13,10 +13,12 @@ import { HttpExecutorCaller } from "../../clients/executor-client.js";
 import { HttpPolicyClient } from "../../clients/pdp-client.js";
 import { RegistryResolver, type NodeTypeResolver } from "../../engine/node-type-resolver.js";
 import { RunEngine, type Caller, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
-import type { RunStore, RunState } from "../../store/run-store.js";
+import type { RunStore } from "../../store/run-store.js";
 import { openSqliteRunStore } from "../../store/sqlite-run-store.js";
 import { streamEvents } from "./event-stream.js";
-import { parsePreferWait, waitForRunEnd } from "./prefer-wait.js";
+import { parsePreferWait } from "./prefer-wait.js";
+import { CoordinatorApi, type RunListQuery } from "./coordinator-api.js";
+import { exposeInProcess } from "../../in-process.js";
 
 export interface RunCoordinatorOptions {
   logger?: boolean | Record<string, unknown>;
@@ -64,13 +66,6 @@ function callerOf(_req: FastifyRequest): Caller {
   return {};
 }
 
-function decodePageToken(token: string | undefined): string | undefined {
-  if (token === undefined) return undefined;
-  const s = Buffer.from(token, "base64url").toString("utf8");
-  if (!s.startsWith("r:")) throw new FabricError("invalid_request", "page_token is not valid", { details: { errors: [{ path: "/page_token", message: "is not a token this service issued" }] } });
-  return s.slice(2);
-}
-
 /** Builds the Run Coordinator. */
 export async function buildRunCoordinator(options: RunCoordinatorOptions): Promise<FastifyInstance> {
   const store = options.store ?? openSqliteRunStore({ path: options.dbPath ?? ".fabric/run-coordinator.db" });
@@ -104,6 +99,8 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     maxInFlight: options.maxInFlight,
   });
   if (!policy) app.log.warn("no PDP configured: the coordinator makes no policy checks");
+  const api = new CoordinatorApi(engine, store);
+  exposeInProcess(app, "run-coordinator", api);
 
   app.addHook("onReady", async () => engine.start());
   app.addHook("onClose", async () => {
@@ -118,34 +115,26 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
     const wait = parsePreferWait(req.headers.prefer);
-    const run = await engine.startRun(req.body as RunStartRequest, callerOf(req));
-    if (wait === undefined) return run;
-    reply.header("preference-applied", `wait=${wait}`);
-    return waitForRunEnd(engine, store, run, wait * 1000);
+    if (wait !== undefined) reply.header("preference-applied", `wait=${wait}`);
+    return api.startRun(req.body as RunStartRequest, callerOf(req), wait);
   });
 
   app.get("/v1/runs", { schema: { querystring: listQuery } }, async (req, reply) => {
-    const q = req.query as { state?: RunState; limit: number; page_token?: string };
-    const caller = callerOf(req);
-    const runs = await store.listRuns({ tenant_id: caller.tenant_id, state: q.state, limit: q.limit, before_run_id: decodePageToken(q.page_token) });
-    if (runs.length === q.limit) reply.header("x-next-page-token", Buffer.from(`r:${runs[runs.length - 1].run_id}`).toString("base64url"));
-    return runs.map((r) => r.run);
+    const { runs, nextPageToken } = await api.listRuns(req.query as RunListQuery, callerOf(req));
+    if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
+    return runs;
   });
 
   app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req) => {
-    const { run_id } = req.params as { run_id: string };
-    return (await engine.getRunRecord(run_id, callerOf(req))).run;
+    return api.getRun((req.params as { run_id: string }).run_id, callerOf(req));
   });
 
   app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req) => {
-    const { run_id } = req.params as { run_id: string };
-    return engine.cancelRun(run_id, callerOf(req));
+    return api.cancelRun((req.params as { run_id: string }).run_id, callerOf(req));
   });
 
   app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req) => {
-    const { run_id } = req.params as { run_id: string };
-    await engine.getRunRecord(run_id, callerOf(req));
-    return (await store.listNodeRuns(run_id)).map((n) => n.node_run);
+    return api.listNodeRuns((req.params as { run_id: string }).run_id, callerOf(req));
   });
 
   app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
@@ -167,8 +156,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   });
 
   app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req) => {
-    const { node_run_id } = req.params as { node_run_id: string };
-    return (await engine.getNodeRunRecord(node_run_id, callerOf(req))).node_run;
+    return api.getNodeRun((req.params as { node_run_id: string }).node_run_id, callerOf(req));
   });
 
   app.get("/v1/node-runs/:node_run_id/events", { schema: { params: nodeRunParams, querystring: eventsQuery } }, async (req, reply) => {
@@ -199,14 +187,12 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   });
 
   app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
-    const { approval_id } = req.params as { approval_id: string };
-    await engine.resolveApproval(approval_id, "approved", callerOf(req));
+    await api.resolveApproval((req.params as { approval_id: string }).approval_id, "approved", callerOf(req));
     return reply.code(204).send();
   });
 
   app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
-    const { approval_id } = req.params as { approval_id: string };
-    await engine.resolveApproval(approval_id, "rejected", callerOf(req));
+    await api.resolveApproval((req.params as { approval_id: string }).approval_id, "rejected", callerOf(req));
     return reply.code(204).send();
   });
 

@@ -2,6 +2,8 @@
  * The Run Gateway: the clients' entry point. It keeps no state: it authenticates at the edge, validates with the
  * v1 schemas, and forwards to the Run Coordinator over a pooled client, relaying answers and event streams back.
  */
+import type { CoordinatorApi, RunListQuery } from "../run-coordinator/coordinator-api.js";
+import type { Caller } from "../../engine/run-engine.js";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
@@ -24,6 +26,11 @@ export interface RunGatewayOptions {
   connections?: number;
   /** Requests in flight past which the gateway sheds load with 503 (default: no limit). */
   maxInFlight?: number;
+  /**
+   * A coordinator in this same process: JSON requests go to it directly, with no HTTP hop (event streams still
+   * use `coordinatorUrl`).
+   */
+  coordinator?: CoordinatorApi;
 }
 
 // Path and query schemas mirror the coordinator's, so a bad request is refused here, before any forwarding.
@@ -86,8 +93,16 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     await coordinator.close();
   });
 
+  const local = options.coordinator;
+  const caller = (_req: FastifyRequest): Caller => ({});
+
   app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
     const prefer = req.headers.prefer;
+    if (local) {
+      const w = parsePreferWait(prefer);
+      if (w !== undefined) reply.header("preference-applied", `wait=${w}`);
+      return local.startRun(req.body as RunStartRequest, caller(req), w);
+    }
     const wait = parsePreferWait(prefer) ?? 0;
     return forward(coordinator, reply, "POST", "/v1/runs", {
       body: req.body as RunStartRequest,
@@ -98,21 +113,29 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
 
   app.get("/v1/runs", { schema: { querystring: listQuery } }, async (req, reply) => {
     const q = req.query as { state?: string; limit: number; page_token?: string };
+    if (local) {
+      const { runs, nextPageToken } = await local.listRuns(q as RunListQuery, caller(req));
+      if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
+      return runs;
+    }
     return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
+    if (local) return local.getRun(run_id, caller(req));
     return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
+    if (local) return local.cancelRun(run_id, caller(req));
     return forward(coordinator, reply, "POST", `/v1/runs/${seg(run_id)}:cancel`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
+    if (local) return local.listNodeRuns(run_id, caller(req));
     return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}/node-runs`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
@@ -129,16 +152,25 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
 
   app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
+    if (local) return local.getNodeRun(node_run_id, caller(req));
     return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
     const { approval_id } = req.params as { approval_id: string };
+    if (local) {
+      await local.resolveApproval(approval_id, "approved", caller(req));
+      return reply.code(204).send();
+    }
     return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
     const { approval_id } = req.params as { approval_id: string };
+    if (local) {
+      await local.resolveApproval(approval_id, "rejected", caller(req));
+      return reply.code(204).send();
+    }
     return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
