@@ -104,7 +104,7 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   handlers: [],
   discover: [],
   policy_checks: true,
-  executor: { concurrency: 256, default_timeout_ms: 30_000, max_timeout_ms: 300_000 },
+  executor: { concurrency: 1024, default_timeout_ms: 30_000, max_timeout_ms: 300_000 },
 };
 
 type PartialConfig = Partial<Omit<FabricConfig, "executor">> & { executor?: Partial<FabricConfig["executor"]> };

@@ -5,7 +5,7 @@ import path from "node:path";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
-import { request } from "undici";
+import { MockAgent, request } from "undici";
 import type { FastifyInstance } from "fastify";
 import { validatorFor, type AtomicExecuteResult } from "@nodefabric/schemas";
 import { defineAtomic, HandlerError, SDK_VERSION } from "@nodefabric/core/sdk";
@@ -578,6 +578,40 @@ describe("load shedding", () => {
     for (const r of await Promise.all(running)) expect(r.body.state).toBe("canceled");
     const ok = await execute(base, execBody("demo.echo", { x: 2 }));
     expect(ok.body.state).toBe("completed");
+  });
+});
+
+describe("ctx.request, the fast upstream client", () => {
+  it("goes through the executor's upstream dispatcher, so a MockAgent can stand in for the upstream", async () => {
+    const mock = new MockAgent();
+    mock.disableNetConnect();
+    mock.get("https://api.weather.example").intercept({ path: "/now?city=Oslo", method: "GET" }).reply(200, { temp: 7 }, { headers: { "content-type": "application/json" } });
+    mock.get("https://api.weather.example").intercept({ path: "/now?city=Nowhere", method: "GET" }).reply(503, "try later");
+    const weather = defineAtomic<{ city: string }, { temperature_c: number }>({
+      nodeType: {
+        node_type_id: "fixture.weather",
+        version: "1.0.0",
+        input_schema: { type: "object", required: ["city"], properties: { city: { type: "string" } } },
+        output_schema: { type: "object", required: ["temperature_c"], properties: { temperature_c: { type: "number" } } },
+      },
+      async handler(inputs, ctx) {
+        const res = await ctx.request(`https://api.weather.example/now?city=${encodeURIComponent(inputs.city)}`);
+        if (res.statusCode !== 200) throw new HandlerError("upstream_error", `weather answered ${res.statusCode}: ${await res.text()}`, { retryable: res.statusCode >= 500 });
+        return { temperature_c: ((await res.json()) as { temp: number }).temp };
+      },
+    });
+    const app = await buildAtomicExecutor({ logger: false, handlers: handlersFromDefinitions([weather]), upstreamDispatcher: mock });
+    try {
+      const ok = await app.inject({ method: "POST", url: "/v1/atomic-node-runs:execute", payload: execBody("fixture.weather", { city: "Oslo" }) });
+      expect(ok.json()).toMatchObject({ state: "completed", outputs: { temperature_c: 7 } });
+      const down = await app.inject({ method: "POST", url: "/v1/atomic-node-runs:execute", payload: execBody("fixture.weather", { city: "Nowhere" }) });
+      expect(down.json()).toMatchObject({ state: "failed", error: { code: "upstream_error", message: "weather answered 503: try later", retryable: true } });
+      expect(isResult(down.json())).toBe(true);
+      mock.assertNoPendingInterceptors();
+    } finally {
+      await app.close();
+      await mock.close();
+    }
   });
 });
 

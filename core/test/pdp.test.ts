@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { request } from "undici";
 import type { FastifyInstance } from "fastify";
 import { validatorFor } from "@nodefabric/schemas";
-import { buildPdp, createDecider, entityTypeName, loadPolicyFile } from "../src/services/pdp/index.js";
+import { buildPdp, createDecider, defaultPolicySet, entityTypeName, loadPolicyFile, loadPolicyText } from "../src/services/pdp/index.js";
 
 const isDecision = validatorFor("policy_decision");
 const isEnvelope = validatorFor("error_envelope");
@@ -78,7 +78,7 @@ describe("PDP without a policy file", () => {
     expect(validatorFor("health")(h.body)).toBe(true);
     expect(h.body.status).toBe("ok");
     expect(h.body.checks).toEqual([
-      { name: "policy", status: "ok", message: "no policy file given: the default policy allows every action", details: { source: "default" } },
+      { name: "policy", status: "ok", message: "no policy file given: the default policy allows every action", details: { source: "default", decision_cache: "on" } },
     ]);
   });
 
@@ -133,7 +133,7 @@ describe("PDP with the example policy file", () => {
     const h = await call(base, "GET", "/v1/health");
     expect(h.status).toBe(200);
     expect(validatorFor("health")(h.body)).toBe(true);
-    expect(h.body.checks).toEqual([{ name: "policy", status: "ok", message: `7 policies loaded from ${EXAMPLE}`, details: { source: EXAMPLE, policies: 7 } }]);
+    expect(h.body.checks).toEqual([{ name: "policy", status: "ok", message: `7 policies loaded from ${EXAMPLE}`, details: { source: EXAMPLE, policies: 7, decision_cache: "on" } }]);
   });
 
   it("allows run.start and node.run.create, naming the policy", async () => {
@@ -430,7 +430,7 @@ when { principal.department == "finance" && principal has tenant_id && principal
 
   it("lists the entities file in health", async () => {
     const h = await call(base, "GET", "/v1/health");
-    expect(h.body.checks[0].details).toMatchObject({ policies: 2, entities: 4 });
+    expect(h.body.checks[0].details).toMatchObject({ policies: 2, entities: 4, decision_cache: "on" });
   });
 });
 
@@ -470,6 +470,219 @@ describe("loading policy files", () => {
       expect((await decide(base, { action: "run.start" })).reason_code).toBe("no_permit");
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe("decision cache", () => {
+  const alice = { tenant_id: "acme", actor: { type: "user", id: "alice" } };
+  const weather = { node_type_id: "weather.current", version: "1.0.0" };
+  const execute = (i: number, gates: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    action: "node.run.execute",
+    run_id: `run_${i}`,
+    node_run_id: `nr_${i}`,
+    node_type_ref: weather,
+    run_context: alice,
+    constraints: { gates, budgets: { max_steps: 10 } },
+    context: { trace_id: `trace-${i}`, attempt: i },
+    ...extra,
+  });
+  /** A decision without its approval id, which is new every time. */
+  const stripApproval = (d: any) => ({ ...d, approval_ref: d.approval_ref ? "<approval>" : undefined });
+
+  it("works out what the example policies read", async () => {
+    const reads = (await loadPolicyFile(EXAMPLE)).reads;
+    expect(reads.bounded).toBe(true);
+    if (!reads.bounded) return;
+    expect([...reads.context].sort()).toEqual(["budgets", "require_approval", "side_effect_class"]);
+    expect([...reads.principal]).toEqual(["tenant_id"]);
+    expect([...reads.resource]).toEqual([]);
+    const none = defaultPolicySet().reads;
+    expect(none.bounded && none.context.size + none.principal.size + none.resource.size).toBe(0);
+  });
+
+  it("answers a request differing only in context no policy reads from the cache, with the same decision", async () => {
+    const decider = createDecider(await loadPolicyFile(EXAMPLE));
+    expect(decider.stats()).toMatchObject({ status: "on", hits: 0, misses: 0, entries: 0, capacity: 10_000 });
+    const first = decider.decide(execute(1, { side_effect_class: "read" }));
+    expect(decider.stats()).toMatchObject({ hits: 0, misses: 1, entries: 1 });
+    // run_id, node_run_id, trace_id and attempt differ; nothing the policies read does.
+    const second = decider.decide(execute(2, { side_effect_class: "read" }));
+    expect(decider.stats()).toMatchObject({ hits: 1, misses: 1, entries: 1 });
+    expect(second).toEqual(first);
+    expect(second).toEqual({
+      decision: "allow",
+      reason_code: "policy:allow-read-execute",
+      message: "allowed by policy allow-read-execute",
+      extensions: { "nodefabric.policies": ["allow-read-execute"] },
+    });
+  });
+
+  it("gives requests that differ in what a policy reads their own, correct decisions", async () => {
+    const decider = createDecider(await loadPolicyFile(EXAMPLE));
+    const cases: Array<[Record<string, unknown>, Record<string, unknown>, string]> = [
+      [{ side_effect_class: "read" }, {}, "policy:allow-read-execute"],
+      [{ side_effect_class: "write" }, {}, "no_permit"],
+      [{ side_effect_class: "write" }, { constraints: { gates: { side_effect_class: "write" }, budgets: { max_cost: 50 } } }, "policy:allow-bounded-write-execute"],
+      [{ side_effect_class: "write" }, { constraints: { gates: { side_effect_class: "write" }, budgets: { max_cost: 500 } } }, "no_permit"],
+      [{ side_effect_class: "irreversible" }, {}, "approval_required_by:approve-irreversible"],
+      [{ side_effect_class: "read", require_approval: true }, {}, "approval_required_by:approve-when-gated"],
+      [{}, {}, "no_permit"],
+      // The principal is alice both times; only its tenant_id (which a forbid reads) differs.
+      [{ side_effect_class: "read" }, { run_context: { tenant_id: "tenant-suspended", actor: { type: "user", id: "alice" } } }, "denied_by:forbid-suspended-tenant"],
+      [{ side_effect_class: "read" }, { run_context: { actor: { type: "user", id: "alice" } } }, "policy:allow-read-execute"],
+    ];
+    for (let round = 0; round < 2; round++) {
+      for (const [i, [gates, extra, reason]] of cases.entries()) {
+        const d = decider.decide(execute(i + round * 100, gates, extra));
+        expect(d.reason_code, JSON.stringify([gates, extra])).toBe(reason);
+        expect(isDecision(d)).toBe(true);
+      }
+      expect(decider.stats()).toMatchObject({ misses: cases.length, hits: round * cases.length, entries: cases.length });
+    }
+  });
+
+  it("mints a new approval_id for every require_approval answer, cached or not", async () => {
+    const decider = createDecider(await loadPolicyFile(EXAMPLE));
+    const answers = [1, 2, 3].map((i) => decider.decide(execute(i, { side_effect_class: "irreversible" })));
+    expect(decider.stats()).toMatchObject({ misses: 1, hits: 2 });
+    const ids = answers.map((d) => d.approval_ref?.approval_id);
+    expect(new Set(ids).size).toBe(3);
+    for (const d of answers) {
+      expect(d.approval_ref?.approval_id).toMatch(/^apr_[0-9a-z]{26}$/);
+      expect(stripApproval(d)).toEqual(stripApproval(answers[0]));
+      expect(d.message).toBe("policy approve-irreversible requires approval for node.run.execute");
+    }
+  });
+
+  it("hits for every request with the same principal, action and resource under the default policy", () => {
+    const decider = createDecider(defaultPolicySet());
+    for (let i = 0; i < 50; i++) {
+      const d = decider.decide({ action: "run.start", run_id: `run_${i}`, run_context: { tenant_id: `t${i}`, actor: { type: "user", id: "alice" } }, context: { n: i, s: `x${i}` } });
+      expect(d.reason_code).toBe("policy:default-allow-all");
+    }
+    // run.start without a node type: the resource is the run, so every run is its own entry.
+    expect(decider.stats()).toMatchObject({ misses: 50, hits: 0 });
+    for (let i = 0; i < 50; i++) decider.decide(execute(i, { side_effect_class: i % 2 ? "read" : "write" }, { run_context: { tenant_id: `t${i}`, actor: { type: "user", id: "alice" } } }));
+    expect(decider.stats()).toMatchObject({ misses: 51, hits: 49 });
+  });
+
+  it("keeps no more entries than its capacity, and a caller cannot change a cached outcome", async () => {
+    const decider = createDecider(await loadPolicyFile(EXAMPLE), [], { decisionCacheSize: 2 });
+    const first = decider.decide(execute(1, { side_effect_class: "read" }));
+    (first.extensions!["nodefabric.policies"] as string[]).push("tampered");
+    first.reason_code = "tampered";
+    expect(decider.decide(execute(2, { side_effect_class: "read" })).extensions).toEqual({ "nodefabric.policies": ["allow-read-execute"] });
+    decider.decide(execute(3, { side_effect_class: "write" }));
+    decider.decide(execute(4, { side_effect_class: "irreversible" }));
+    expect(decider.stats()).toMatchObject({ entries: 2, capacity: 2, hits: 1, misses: 3 });
+    // "read" was the least recently used, so it went.
+    decider.decide(execute(5, { side_effect_class: "read" }));
+    expect(decider.stats()).toMatchObject({ entries: 2, hits: 1, misses: 4 });
+    const off = createDecider(await loadPolicyFile(EXAMPLE), [], { decisionCacheSize: 0 });
+    off.decide(execute(1, { side_effect_class: "read" }));
+    expect(off.stats()).toEqual({ status: "off (turned off by the decisionCacheSize option)", hits: 0, misses: 0, entries: 0, capacity: 0 });
+  });
+
+  it("turns itself off for policies whose reads it cannot bound, and still decides correctly", async () => {
+    const unbounded: Array<[string, string]> = [
+      ["permit(principal, action, resource) when { context == {} };", "uses context as a whole value"],
+      ["permit(principal, action, resource) when { {a: context}.a.flag };", "reads attributes of another entity or a computed value"],
+      ["permit(principal, action, resource) when { {a: context} == {a: {}} };", "uses context as a whole value"],
+      ["permit(principal, action, resource) when { context is NodeFabric::X };", "uses context as a whole value"],
+      ["permit(principal, action, resource) when { principal.manager.department == \"x\" };", "reads attributes of another entity or a computed value"],
+      ["permit(principal, action, resource) when { NodeFabric::User::\"alice\".tenant_id == \"acme\" };", "reads attributes of another entity or a computed value"],
+      ["permit(principal, action, resource) when { principal has manager.department };", "reads attributes of another entity or a computed value"],
+      ["permit(principal, action, resource) when { action.risky };", "reads attributes of action"],
+      ["permit(principal, action, resource) when { (if context.a then principal else resource).tenant_id == \"x\" };", "reads attributes of another entity or a computed value"],
+      ["permit(principal, action, resource) when { NodeFabric::User::\"alice\".hasTag(\"x\") };", "reads tags of another entity or a computed value"],
+    ];
+    for (const [text, reason] of unbounded) {
+      const set = loadPolicyText(`@id("p")\n${text}\n`, "inline");
+      expect(set.reads, text).toEqual({ bounded: false, reason: `policy p ${reason}` });
+    }
+    const bounded: Array<[string, string[], string[], string[]]> = [
+      ['permit(principal in NodeFabric::Group::"g", action in [NodeFabric::Action::"a"], resource is NodeFabric::NodeType);', [], [], []],
+      ['permit(principal, action, resource) when { context has a.b && context.c.d.e like "x*" && [1].contains(context.f) };', ["a", "c", "f"], [], []],
+      ['permit(principal, action, resource) when { principal is NodeFabric::User && principal has tenant_id && resource.version == "1" };', [], ["tenant_id"], ["version"]],
+      ['permit(principal, action, resource) when { decimal(context.m).lessThan(decimal("1.0")) && principal.getTag("k") == 1 && context.x in principal };', ["m", "x"], [], []],
+    ];
+    for (const [text, context, principal, resource] of bounded) {
+      const reads = loadPolicyText(text, "inline").reads;
+      expect(reads.bounded, text).toBe(true);
+      if (!reads.bounded) continue;
+      expect([[...reads.context].sort(), [...reads.principal].sort(), [...reads.resource].sort()], text).toEqual([context, principal, resource]);
+    }
+
+    const file = writeTmp(
+      "unbounded.cedar",
+      `
+@id("allow-read")
+permit(principal, action, resource) when { context has side_effect_class && context.side_effect_class == "read" };
+
+@id("whole-context")
+forbid(principal, action, resource) when { context has flag && {c: context}.c.flag == true };
+`,
+    );
+    const app = await buildPdp({ policyFile: file });
+    const base = await start(app);
+    try {
+      const h = await call(base, "GET", "/v1/health");
+      expect(h.body.checks[0].details).toEqual({ source: file, policies: 2, decision_cache: "off (policy whole-context reads attributes of another entity or a computed value)" });
+      const ask = (context: Record<string, unknown>) => decide(base, { action: "node.run.execute", constraints: { gates: { side_effect_class: "read" } }, context });
+      expect((await ask({})).reason_code).toBe("policy:allow-read");
+      expect((await ask({ flag: true })).reason_code).toBe("denied_by:whole-context");
+      expect((await ask({ flag: false })).reason_code).toBe("policy:allow-read");
+      expect((await ask({ flag: true, other: 1 })).reason_code).toBe("denied_by:whole-context");
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("decides exactly as without the cache, over many varied requests", async () => {
+    const mapping = loadPolicyText(
+      `
+@id("tenant-attribute")
+permit(principal is NodeFabric::User, action, resource) when { principal has tenant_id && principal.tenant_id == context.tenant_id };
+@id("node-type-version")
+permit(principal, action, resource is NodeFabric::NodeType) when { resource.version == "1.2.0" && context.node_type_id == "weather.current" };
+@id("forbid-blocked")
+forbid(principal in NodeFabric::Group::"blocked", action, resource);
+@id("finance")
+@require_approval("true")
+permit(principal in NodeFabric::Group::"finance", action, resource) when { principal.department == "finance" && context.amount.greaterThan(decimal("10.5")) };
+@id("needs-key")
+forbid(principal, action == NodeFabric::Action::"pay", resource) when { context.limit < 5 };
+`,
+      "inline",
+    );
+    const entities = [
+      { uid: { type: "NodeFabric::User", id: "mallory" }, attrs: {}, parents: [{ type: "NodeFabric::Group", id: "blocked" }] },
+      { uid: { type: "NodeFabric::User", id: "alice" }, attrs: { department: "finance", tenant_id: "file-value" }, parents: [{ type: "NodeFabric::Group", id: "finance" }] },
+    ];
+    for (const set of [mapping, await loadPolicyFile(EXAMPLE), defaultPolicySet()]) {
+      const cached = createDecider(set, entities);
+      const plain = createDecider(set, entities, { decisionCacheSize: 0 });
+      expect(cached.stats().status).toBe("on");
+      let seed = 7;
+      const pick = <T,>(xs: T[]): T => xs[(seed = (seed * 48271) % 2147483647) % xs.length]!;
+      for (let i = 0; i < 400; i++) {
+        const req: any = {
+          action: pick(["run.start", "node.run.execute", "pay"]),
+          run_id: pick([undefined, "run_1", "run_2", `run_${i}`]),
+          node_run_id: pick([undefined, `nr_${i}`]),
+          node_type_ref: pick([undefined, { node_type_id: "weather.current", version: pick(["1.0.0", "1.2.0"]) }, { node_type_id: "alice", version: "1.2.0" }]),
+          run_context: { tenant_id: pick([undefined, "acme", "file-value", "tenant-suspended"]), actor: pick([undefined, { type: "user", id: pick(["alice", "mallory", "bob"]) }, { type: "node_type", id: "alice" }]) },
+          constraints: { gates: { side_effect_class: pick([undefined, "read", "write", "irreversible"]), require_approval: pick([true, false]) }, budgets: pick([{}, { max_cost: pick([50, 100, 100.5]) }]) },
+          context: { tenant_id: "ignored", amount: pick([undefined, 10, 10.75, "x"]), limit: pick([undefined, 3, 9]), noise: i },
+        };
+        for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
+        // The same request again with only unread parts changed: always a hit, and still Cedar's own answer.
+        const again = { ...req, node_run_id: `nr_again_${i}`, context: { ...req.context, noise: -i, more: [i] } };
+        for (const r of [req, again]) expect(stripApproval(cached.decide(r)), JSON.stringify(r)).toEqual(stripApproval(plain.decide(r)));
+      }
+      expect(cached.stats().hits).toBeGreaterThanOrEqual(400);
+      expect(cached.stats().hits + cached.stats().misses).toBe(800);
     }
   });
 });

@@ -438,7 +438,20 @@ export class RunEngine {
     let result: AtomicExecuteResult | undefined;
     let failure: FabricErrorBody | undefined;
     try {
-      result = await this.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - started) + 5_000 });
+      // An executor at its concurrency limit answers 503 (or 429): wait and offer the same attempt again while the
+      // deadline allows, without spending an attempt on it.
+      for (let bounce = 0; ; bounce++) {
+        try {
+          result = await this.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - clock.now()) + 5_000 });
+          break;
+        } catch (err) {
+          const e = err as FabricError;
+          const overloaded = FabricError.is(e) && (e.code === "unavailable" || e.code === "rate_limited");
+          const pause = Math.min(1000, 20 * 2 ** Math.min(bounce, 6)) * (0.5 + Math.random());
+          if (!overloaded || this.stopped || clock.now() + pause >= deadline) throw err;
+          await new Promise((resolve) => setTimeout(resolve, pause));
+        }
+      }
     } catch (err) {
       const e = err as FabricError;
       failure = FabricError.is(e)

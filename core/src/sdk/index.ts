@@ -16,4 +16,6 @@ export type {
   JsonValue,
   LogFn,
   NodeTypeDefinition,
+  UpstreamRequestOptions,
+  UpstreamResponse,
 } from "./types.js";

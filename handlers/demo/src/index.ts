@@ -118,13 +118,15 @@ export const upstream = defineAtomic<{ url: string }, { status: number; body: Js
     constraints: READ_ONLY,
   },
   async handler(inputs, ctx) {
-    const res = await ctx.fetch(inputs.url, { headers: { accept: "application/json, text/plain;q=0.9, */*;q=0.5" } });
+    // ctx.request (undici) costs about half the CPU of ctx.fetch per upstream call.
+    const res = await ctx.request(inputs.url, { headers: { accept: "application/json, text/plain;q=0.9, */*;q=0.5" } });
     const text = await res.text();
-    if (!res.ok) {
-      throw new HandlerError("upstream_error", `${inputs.url} answered ${res.status}`, {
+    const status = res.statusCode;
+    if (status < 200 || status >= 300) {
+      throw new HandlerError("upstream_error", `${inputs.url} answered ${status}`, {
         // A server error or a rate limit may pass; any other refusal will be the same next time.
-        retryable: res.status >= 500 || res.status === 429,
-        details: { status: res.status, body: text.slice(0, MAX_ERROR_BODY) },
+        retryable: status >= 500 || status === 429,
+        details: { status, body: text.slice(0, MAX_ERROR_BODY) },
       });
     }
     let body: JsonValue = text;
@@ -133,7 +135,7 @@ export const upstream = defineAtomic<{ url: string }, { status: number; body: Js
     } catch {
       // Not JSON: the text itself is the body.
     }
-    return { status: res.status, body };
+    return { status, body };
   },
 });
 

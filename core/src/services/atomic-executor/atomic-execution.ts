@@ -9,7 +9,8 @@ import { clock } from "../../clock.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
 import { HandlerError } from "../../sdk/handler-error.js";
 import type { AtomicContext, AtomicDefinition, HandlerLogger, HandlerSecrets } from "../../sdk/types.js";
-import { createHandlerFetch } from "./handler-fetch.js";
+import { createHandlerFetch, createHandlerRequest } from "./handler-fetch.js";
+import type { Dispatcher } from "undici";
 import type { LoadedDefinition } from "./handler-loader.js";
 
 /** Why an execution was stopped before its handler finished. */
@@ -45,6 +46,8 @@ export interface ExecuteOptions {
   log: FastifyBaseLogger;
   secrets: HandlerSecrets;
   fetchTimeoutMs: number;
+  /** Where `ctx.request` sends upstream requests (a pooled Agent, or a MockAgent in tests). */
+  upstreamDispatcher: Dispatcher;
   /** Told when a handler is left running past its deadline, and again when it finally settles. */
   onAbandoned?: (delta: 1 | -1) => void;
 }
@@ -157,6 +160,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   const stopped = new Promise<Outcome>((resolve) => signal.addEventListener("abort", () => resolve({ kind: "stopped" }), { once: true }));
   const logger = handlerLogger(options.log, request);
   let fetchFn: typeof globalThis.fetch | undefined;
+  let requestFn: AtomicContext["request"] | undefined;
   const ctx: AtomicContext = {
     run_id: request.run_id,
     node_run_id: request.node_run_id,
@@ -169,6 +173,9 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
     },
     get fetch() {
       return (fetchFn ??= createHandlerFetch(signal, options.fetchTimeoutMs));
+    },
+    get request() {
+      return (requestFn ??= createHandlerRequest(signal, options.fetchTimeoutMs, options.upstreamDispatcher));
     },
     secrets: options.secrets,
   };

@@ -2,6 +2,7 @@
  * The Atomic Executor: runs the handlers of loaded packages for `POST /v1/atomic-node-runs:execute`,
  * cancels them on `:cancel`, and announces its node types to the Node Registry.
  */
+import { Agent, type Dispatcher } from "undici";
 import { exposeInProcess } from "../../in-process.js";
 import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
@@ -26,7 +27,7 @@ export interface AtomicExecutorOptions {
   /** URL the coordinator reaches this executor at (default: derived from the listening address). */
   publicUrl?: string;
   executorInstanceId?: string;
-  /** Executions running at once; past it, 503 with Retry-After (default 256). */
+  /** Executions running at once; past it, 503 with Retry-After (default 1024). */
   concurrency?: number;
   /** Timeout of a node type that sets no `nodefabric.timeout_ms` (default 30 s). */
   defaultTimeoutMs?: number;
@@ -40,6 +41,8 @@ export interface AtomicExecutorOptions {
   secrets?: Record<string, string>;
   /** Timeout of each `ctx.fetch` request (default 30 s). */
   fetchTimeoutMs?: number;
+  /** Where `ctx.request` sends upstream requests (default: a keep-alive undici Agent of this executor). */
+  upstreamDispatcher?: Dispatcher;
 }
 
 const MAX_IDEMPOTENCY_KEY_LENGTH = 512;
@@ -92,10 +95,12 @@ function fingerprintOf(request: AtomicExecuteRequest): string {
 /** Builds the Atomic Executor service (not yet listening); registration starts when it listens. */
 export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promise<FastifyInstance> {
   const handlers = options.handlers;
-  const concurrency = options.concurrency ?? 256;
+  const concurrency = options.concurrency ?? 1024;
   const defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
   const maxTimeoutMs = options.maxTimeoutMs ?? 300_000;
   const fetchTimeoutMs = options.fetchTimeoutMs ?? 30_000;
+  const ownDispatcher = options.upstreamDispatcher ? undefined : new Agent({ keepAliveTimeout: 10_000, connections: 512 });
+  const upstreamDispatcher: Dispatcher = options.upstreamDispatcher ?? ownDispatcher!;
   const secretValues = { ...(options.secrets ?? {}) };
   const secrets: HandlerSecrets = { get: (name) => (Object.hasOwn(secretValues, name) ? secretValues[name] : undefined) };
   const cache = new ResultCache(options.resultCacheSize ?? 10_000, options.resultCacheTtlMs ?? 600_000);
@@ -177,6 +182,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
         log: app.log,
         secrets,
         fetchTimeoutMs,
+        upstreamDispatcher,
         onAbandoned: (delta) => {
           abandoned += delta;
         },
@@ -270,6 +276,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   app.addHook("onClose", async () => {
     for (const set of running.values()) for (const execution of set) execution.stop("shutdown");
     await registration?.stop();
+    await ownDispatcher?.close();
   });
 
   return app;

@@ -1,21 +1,51 @@
 /**
  * Turns a PolicyDecisionRequest into a PolicyDecision with the pre-parsed Cedar policy set.
  * Every path ends in a decision: when Cedar cannot evaluate a request, the answer is a deny that says why.
+ *
+ * Decision cache: when the policy set's reads are bounded (read-analysis.ts), Cedar is asked with the request cut
+ * down to what the policies can read (the principal, action and resource, the context keys and entity attributes
+ * they read), and its outcome is remembered under the canonical JSON of exactly that cut-down request. A hit is
+ * therefore the answer Cedar gave to an identical input. Only Cedar's outcome is cached; every decision (and every
+ * approval id) is built afresh from it.
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
-import type { AuthorizationAnswer, EntityJson } from "@cedar-policy/cedar-wasm/nodejs";
+import type { AuthorizationAnswer, CedarValueJson, Context, EntityJson, TypeAndId } from "@cedar-policy/cedar-wasm/nodejs";
 import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { newId } from "../../ids.js";
-import { toCedarRequest } from "./request-mapping.js";
+import { toCedarRequest, type CedarRequest } from "./request-mapping.js";
 import type { LoadedPolicySet } from "./policy-set.js";
 
 /** At most this many dropped context values are listed in a decision. */
 const MAX_DROPPED_LISTED = 20;
 
+/** Outcomes the decision cache holds by default. */
+export const DEFAULT_DECISION_CACHE_SIZE = 10_000;
+
+export interface DeciderOptions {
+  /** How many Cedar outcomes the decision cache keeps (least recently used go first); 0 turns it off. Default 10,000. */
+  decisionCacheSize?: number;
+}
+
+/** The decision cache's state, for health and tests. */
+export interface DecisionCacheStats {
+  /** `"on"`, or `"off (<reason>)"`. */
+  status: string;
+  hits: number;
+  misses: number;
+  entries: number;
+  capacity: number;
+}
+
 /** Makes decisions against one loaded policy set and optional static entities. */
 export interface Decider {
   decide(request: PolicyDecisionRequest): PolicyDecision;
+  stats(): DecisionCacheStats;
 }
+
+/** What Cedar answered, without anything that belongs to one request; this is what the cache holds. */
+type Outcome =
+  | { type: "failure"; messages: string[] }
+  | { type: "success"; decision: "allow" | "deny"; reasons: string[]; errors: Array<{ policy_id: string; message: string }> };
 
 function uidKey(type: string, id: string): string {
   return `${type}\u0000${id}`;
@@ -25,19 +55,60 @@ function uidOf(e: EntityJson): { type: string; id: string } {
   return e.uid as { type: string; id: string };
 }
 
+function sameUid(a: { type: string; id: string }, b: TypeAndId): boolean {
+  return a.type === b.type && a.id === b.id;
+}
+
 /** Names a list of policy ids for a message: `policy a` or `policies a, b`. */
 function naming(ids: string[]): string {
   return ids.length === 1 ? `policy ${ids[0]}` : `policies ${ids.join(", ")}`;
 }
 
+/** A value whose JSON text is the same for equal values: record keys sorted at every level. */
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (typeof value === "object" && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value).sort()) out[key] = canonical((value as Record<string, unknown>)[key]);
+    return out;
+  }
+  return value;
+}
+
+/** Copies the named own properties that are present, in the given (sorted) order, and adds them to the key parts. */
+function pick(from: Record<string, CedarValueJson>, names: readonly string[], keyParts: unknown[]): Record<string, CedarValueJson> {
+  const out: Record<string, CedarValueJson> = {};
+  for (const name of names) {
+    if (!Object.hasOwn(from, name)) continue;
+    const value = from[name]!;
+    out[name] = value;
+    keyParts.push(name, canonical(value));
+  }
+  return out;
+}
+
 /** Creates the decision function for a loaded policy set and the entities of an entities file. */
-export function createDecider(policySet: LoadedPolicySet, staticEntities: EntityJson[] = []): Decider {
+export function createDecider(policySet: LoadedPolicySet, staticEntities: EntityJson[] = [], options: DeciderOptions = {}): Decider {
   const staticIndex = new Map<string, number>();
   staticEntities.forEach((e, i) => {
     const uid = uidOf(e);
     staticIndex.set(uidKey(uid.type, uid.id), i);
   });
   const order = new Map<string, number>(policySet.policies.map((p, i) => [p.id, i]));
+
+  const capacity = Math.max(0, Math.floor(options.decisionCacheSize ?? DEFAULT_DECISION_CACHE_SIZE));
+  const reads = policySet.reads;
+  // Why the cache is off; undefined when it is on. The entities file needs no rule of its own: it is fixed for the
+  // decider's life, request entities bring no parents (so `in` depends only on the uids in the key), and attributes
+  // of entities other than the principal and resource leave the reads unbounded.
+  const offReason = capacity === 0 ? "turned off by the decisionCacheSize option" : reads.bounded ? undefined : reads.reason;
+  const contextKeys = reads.bounded ? [...reads.context].sort() : [];
+  const principalAttrs = reads.bounded ? [...reads.principal].sort() : [];
+  const resourceAttrs = reads.bounded ? [...reads.resource].sort() : [];
+  const bothAttrs = [...new Set([...principalAttrs, ...resourceAttrs])].sort();
+  const cache = new Map<string, Outcome & { type: "success" }>();
+  let hits = 0;
+  let misses = 0;
 
   /** The request's entities over the file's: the file gives parents and static attributes, the request its own attributes. */
   function entitiesFor(requestEntities: EntityJson[]): EntityJson[] {
@@ -58,8 +129,72 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
     return (merged ?? staticEntities).concat(extra);
   }
 
-  function sortByFileOrder(ids: string[]): string[] {
-    return [...ids].sort((a, b) => (order.get(a) ?? Number.MAX_SAFE_INTEGER) - (order.get(b) ?? Number.MAX_SAFE_INTEGER));
+  function byFileOrder(a: string, b: string): number {
+    return (order.get(a) ?? Number.MAX_SAFE_INTEGER) - (order.get(b) ?? Number.MAX_SAFE_INTEGER);
+  }
+
+  function evaluate(mapped: CedarRequest, context: Context, requestEntities: EntityJson[]): Outcome {
+    let answer: AuthorizationAnswer;
+    try {
+      answer = cedar.statefulIsAuthorized({
+        principal: mapped.principal,
+        action: mapped.action,
+        resource: mapped.resource,
+        context,
+        entities: entitiesFor(requestEntities),
+        preparsedPolicySetId: policySet.cacheId,
+      });
+    } catch (err) {
+      // The wasm side panics on input it cannot take; it stays usable afterwards, and the request is denied.
+      return { type: "failure", messages: [(err as Error).message] };
+    }
+    if (answer.type === "failure") return { type: "failure", messages: answer.errors.map((e) => e.message) };
+    const { decision, diagnostics } = answer.response;
+    return {
+      type: "success",
+      decision,
+      reasons: [...diagnostics.reason].sort(byFileOrder),
+      errors: diagnostics.errors
+        .map((e) => ({ policy_id: e.policyId, message: e.error.message }))
+        .sort((a, b) => byFileOrder(a.policy_id, b.policy_id)),
+    };
+  }
+
+  /** Cedar's outcome for the request, from the cache when the same cut-down request was answered before. */
+  function outcomeFor(mapped: CedarRequest): Outcome {
+    if (offReason !== undefined) return evaluate(mapped, mapped.context, mapped.entities);
+
+    const keyParts: unknown[] = [mapped.principal.type, mapped.principal.id, mapped.action.type, mapped.action.id, mapped.resource.type, mapped.resource.id];
+    const context = pick(mapped.context, contextKeys, keyParts);
+    const entities: EntityJson[] = mapped.entities.map((e) => {
+      const uid = uidOf(e);
+      const isPrincipal = sameUid(uid, mapped.principal);
+      const isResource = sameUid(uid, mapped.resource);
+      const names = isPrincipal && isResource ? bothAttrs : isPrincipal ? principalAttrs : isResource ? resourceAttrs : [];
+      keyParts.push("entity", uid.type, uid.id);
+      const attrs = pick(e.attrs, names, keyParts);
+      // Parents and tags go into the key whole (the mapping gives request entities none today).
+      keyParts.push(canonical(e.parents), canonical(e.tags ?? null));
+      const cut: EntityJson = { uid: e.uid, attrs, parents: e.parents };
+      if (e.tags !== undefined) cut.tags = e.tags;
+      return cut;
+    });
+    const key = JSON.stringify(keyParts);
+
+    const cached = cache.get(key);
+    if (cached !== undefined) {
+      hits++;
+      cache.delete(key);
+      cache.set(key, cached);
+      return cached;
+    }
+    misses++;
+    const outcome = evaluate(mapped, context, entities);
+    if (outcome.type === "success") {
+      cache.set(key, outcome);
+      if (cache.size > capacity) cache.delete(cache.keys().next().value as string);
+    }
+    return outcome;
   }
 
   return {
@@ -68,41 +203,25 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
       const extensions: Record<string, unknown> = {};
       if (mapped.dropped.length > 0) extensions["nodefabric.context_dropped"] = mapped.dropped.slice(0, MAX_DROPPED_LISTED);
 
-      let answer: AuthorizationAnswer;
-      try {
-        answer = cedar.statefulIsAuthorized({
-          principal: mapped.principal,
-          action: mapped.action,
-          resource: mapped.resource,
-          context: mapped.context,
-          entities: entitiesFor(mapped.entities),
-          preparsedPolicySetId: policySet.cacheId,
-        });
-      } catch (err) {
-        // The wasm side panics on input it cannot take; it stays usable afterwards, and the request is denied.
-        answer = { type: "failure", errors: [{ message: (err as Error).message, help: null, code: null, url: null, severity: null }], warnings: [] };
-      }
-
-      if (answer.type === "failure") {
-        extensions["nodefabric.errors"] = answer.errors.map((e) => ({ message: e.message }));
+      const outcome = outcomeFor(mapped);
+      if (outcome.type === "failure") {
+        extensions["nodefabric.errors"] = outcome.messages.map((message) => ({ message }));
         return {
           decision: "deny",
           reason_code: "evaluation_failed",
-          message: `the policy engine could not evaluate ${request.action}: ${answer.errors[0]?.message ?? "unknown error"}`,
+          message: `the policy engine could not evaluate ${request.action}: ${outcome.messages[0] ?? "unknown error"}`,
           extensions,
         };
       }
 
-      const { decision, diagnostics } = answer.response;
-      const reasons = sortByFileOrder(diagnostics.reason);
-      if (diagnostics.errors.length > 0) {
-        extensions["nodefabric.errors"] = diagnostics.errors.map((e) => ({ policy_id: e.policyId, message: e.error.message }));
-      }
+      // Copies: the outcome may be a cached one, and a caller must not be able to change it.
+      const reasons = outcome.reasons.slice();
+      if (outcome.errors.length > 0) extensions["nodefabric.errors"] = outcome.errors.map((e) => ({ ...e }));
       extensions["nodefabric.policies"] = reasons;
 
-      if (decision === "deny") {
+      if (outcome.decision === "deny") {
         if (reasons.length === 0) {
-          const failed = diagnostics.errors.length;
+          const failed = outcome.errors.length;
           const note = failed > 0 ? ` (${failed} ${failed === 1 ? "policy" : "policies"} failed to evaluate)` : "";
           return { decision: "deny", reason_code: "no_permit", message: `no policy permits ${request.action}${note}`, extensions };
         }
@@ -120,6 +239,10 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
         };
       }
       return { decision: "allow", reason_code: `policy:${reasons[0] ?? "unknown"}`, message: `allowed by ${naming(reasons)}`, extensions };
+    },
+
+    stats() {
+      return { status: offReason === undefined ? "on" : `off (${offReason})`, hits, misses, entries: cache.size, capacity: offReason === undefined ? capacity : 0 };
     },
   };
 }

@@ -8,12 +8,13 @@ import { createService, type HealthCheck } from "../../http/service.js";
 import { invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
 import { exposeInProcess } from "../../in-process.js";
-import { createDecider } from "./decider.js";
+import { createDecider, type Decider } from "./decider.js";
 import { defaultPolicySet, loadEntitiesFile, loadPolicyFile, type LoadedPolicySet } from "./policy-set.js";
 
 export { PolicyFileError, loadPolicyFile, loadPolicyText, loadEntitiesFile, defaultPolicySet, APPROVAL_ANNOTATION, ID_ANNOTATION, DEFAULT_POLICY_TEXT } from "./policy-set.js";
 export type { LoadedPolicySet, PolicyInfo } from "./policy-set.js";
-export { createDecider, type Decider } from "./decider.js";
+export { createDecider, DEFAULT_DECISION_CACHE_SIZE, type Decider, type DeciderOptions, type DecisionCacheStats } from "./decider.js";
+export { analysePolicyReads, type PolicyReads } from "./read-analysis.js";
 export { toCedarRequest, entityTypeName, CEDAR_NAMESPACE, RESERVED_CONTEXT_KEYS, type CedarRequest, type DroppedValue } from "./request-mapping.js";
 
 export interface PdpOptions {
@@ -23,14 +24,17 @@ export interface PdpOptions {
   policyFile?: string;
   /** A Cedar entities JSON file (array of `{ uid, attrs, parents }`), e.g. group memberships. */
   entitiesFile?: string;
+  /** How many Cedar outcomes the decision cache keeps; 0 turns it off. Default 10,000. */
+  decisionCacheSize?: number;
 }
 
-function policyCheck(set: LoadedPolicySet, fromFile: boolean, entitiesFile: string | undefined, entityCount: number): HealthCheck {
+function policyCheck(set: LoadedPolicySet, fromFile: boolean, entitiesFile: string | undefined, entityCount: number, decider: Decider): HealthCheck {
+  const decision_cache = decider.stats().status;
   if (!fromFile) {
-    return { name: "policy", status: "ok", message: "no policy file given: the default policy allows every action", details: { source: "default" } };
+    return { name: "policy", status: "ok", message: "no policy file given: the default policy allows every action", details: { source: "default", decision_cache } };
   }
   const n = set.policies.length;
-  const details: Record<string, unknown> = { source: set.source, policies: n };
+  const details: Record<string, unknown> = { source: set.source, policies: n, decision_cache };
   if (entitiesFile !== undefined) {
     details.entities_source = entitiesFile;
     details.entities = entityCount;
@@ -45,8 +49,8 @@ function policyCheck(set: LoadedPolicySet, fromFile: boolean, entitiesFile: stri
 export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstance> {
   const policySet = options.policyFile !== undefined ? await loadPolicyFile(options.policyFile) : defaultPolicySet();
   const entities = options.entitiesFile !== undefined ? await loadEntitiesFile(options.entitiesFile) : [];
-  const decider = createDecider(policySet, entities);
-  const check = policyCheck(policySet, options.policyFile !== undefined, options.entitiesFile, entities.length);
+  const decider = createDecider(policySet, entities, { decisionCacheSize: options.decisionCacheSize });
+  const check = policyCheck(policySet, options.policyFile !== undefined, options.entitiesFile, entities.length, decider);
 
   const app = createService({ name: "pdp", logger: options.logger, health: () => [check] });
   app.post("/v1/policy::decide", { schema: { body: ref("policy_decision_request") } }, async (req) => {

@@ -5,7 +5,8 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
-import type { DetailedError, EntityJson } from "@cedar-policy/cedar-wasm/nodejs";
+import type { DetailedError, EntityJson, PolicyJson } from "@cedar-policy/cedar-wasm/nodejs";
+import { analysePolicyReads, type PolicyReads } from "./read-analysis.js";
 
 /** The annotation that turns an allow into `require_approval` when it sits on a determining permit policy. */
 export const APPROVAL_ANNOTATION = "require_approval";
@@ -50,6 +51,8 @@ export interface LoadedPolicySet {
   source: string;
   policies: PolicyInfo[];
   byId: Map<string, PolicyInfo>;
+  /** What the policies can read of a request (the decision cache keys on it), or why that cannot be bounded. */
+  reads: PolicyReads;
 }
 
 /** Turns a byte offset of Cedar's into a 1-based line and column of the text. */
@@ -99,6 +102,7 @@ export function loadPolicyText(rawText: string, source: string): LoadedPolicySet
   const policies: PolicyInfo[] = [];
   const byId = new Map<string, PolicyInfo>();
   const staticPolicies: Record<string, string> = {};
+  const jsons: Array<{ id: string; json: PolicyJson }> = [];
   let searchFrom = 0;
   parts.policies.forEach((policyText, index) => {
     const at = text.indexOf(policyText, searchFrom);
@@ -141,6 +145,7 @@ export function loadPolicyText(rawText: string, source: string): LoadedPolicySet
     policies.push(info);
     byId.set(id, info);
     staticPolicies[id] = policyText;
+    jsons.push({ id, json: json.json });
   });
 
   // The cache key is the content, so loading the same policies again reuses the entry instead of adding one.
@@ -150,7 +155,7 @@ export function loadPolicyText(rawText: string, source: string): LoadedPolicySet
     const { message } = describeCedarErrors(preparsed.errors, text);
     throw new PolicyFileError(source, message);
   }
-  return { cacheId, source, policies, byId };
+  return { cacheId, source, policies, byId, reads: analysePolicyReads(jsons) };
 }
 
 /** Reads and loads a Cedar policy file; rejects with a PolicyFileError naming the file, line and Cedar's message. */
