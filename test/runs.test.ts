@@ -222,6 +222,34 @@ describe("runs through the gateway", () => {
     expect(orphan.body.error.code).toBe("parent_node_run_invalid");
   });
 
+  it("records an evaluation of a NodeRun in flight, and refuses one after the run ended", async () => {
+    const coordinator = fabric.urls["run-coordinator"];
+    const r = await call("POST", `${gw}/v1/runs`, { root_node_type_ref: SLEEP, input: { ms: 400 } });
+    const nrId = r.body.root_node_run_id;
+    const report = {
+      evaluation_result: { status: "success", reason_code: "looks_right", confidence: 0.9 },
+      recovery_action: { type: "retry", target_node_run_id: nrId, message: "just noting" },
+    };
+    const ok = await call("POST", `${coordinator}/v1/node-runs/${nrId}:evaluation`, report);
+    expect(ok.status).toBe(204);
+    const nr = await call("GET", `${gw}/v1/node-runs/${nrId}`);
+    expect(nr.body.evaluation_result).toEqual(report.evaluation_result);
+    expect(nr.body.recovery_actions).toEqual([report.recovery_action]);
+    const done = await eventually(async () => {
+      const g = await call("GET", `${gw}/v1/runs/${r.body.run_id}`);
+      return g.body.state === "completed" ? g.body : undefined;
+    });
+    const ev = await readNdjson(`${gw}/v1/runs/${done.run_id}/events`);
+    expect(ev.lines.find((e) => e.type === "node_evaluated").data.evaluation_result.status).toBe("success");
+    expect(ev.lines.find((e) => e.type === "recovery_applied").data.recovery_action.type).toBe("retry");
+    const late = await call("POST", `${coordinator}/v1/node-runs/${nrId}:evaluation`, report);
+    expect(late.status).toBe(409);
+    expect(late.body.error.code).toBe("node_run_terminal");
+    const bad = await call("POST", `${coordinator}/v1/node-runs/${nrId}:evaluation`, { evaluation_result: { status: "great" } });
+    expect(bad.status).toBe(400);
+    expect((await call("POST", `${coordinator}/v1/node-runs/nr_nope:evaluation`, report)).body.error.code).toBe("node_run_not_found");
+  });
+
   it("follows a run's events live, and resumes a stream after a seq", async () => {
     const r = await call("POST", `${gw}/v1/runs`, { root_node_type_ref: SLEEP, input: { ms: 400 } });
     let sawStartedBeforeEnd = false;
