@@ -95,6 +95,18 @@ function event(type: RunEvent["type"], runId: string, nodeRunId: string | undefi
   return e;
 }
 
+/** A NodeRun ready to go to its executor, written as `running` already. */
+interface DispatchPlan {
+  nr: NodeRunRecord;
+  nodeType: NodeType;
+  endpoint: string;
+  deadline: number;
+  run: RunRecord;
+}
+
+/** Work for the dispatcher: a claimed NodeRun to prepare, or a plan to send. */
+type DispatchWork = { claimed: NodeRunRecord } | { plan: DispatchPlan };
+
 /** The Run and NodeRun state machine of one coordinator. */
 export class RunEngine {
   readonly hub = new EventHub();
@@ -242,19 +254,22 @@ export class RunEngine {
         event("run_started", runId, undefined, { root_node_run_id: rootId, root_node_type_ref: nodeRun.node_type_ref }),
         event("node_run_created", runId, rootId, { node_type_ref: nodeRun.node_type_ref, kind: nodeType.kind }),
       ];
+      const batch: WriteBatch = { runs: [runRec], nodeRuns: [nrRec], events, approvals: [] };
       if (this.o.policy) {
         const decision = await this.decide({ action: "run.start", run_id: runId, node_type_ref: nodeRun.node_type_ref, run_context: runContext, constraints });
         events.push(event("policy_decided", runId, undefined, { action: "run.start", ...decision.record }));
         if (decision.error) {
-          const batch = { runs: [runRec], nodeRuns: [nrRec], events };
           this.finishNodeRun(batch, runRec, nrRec, "failed", undefined, decision.error);
           await this.write(batch);
           return runRec.run;
         }
       }
-      await this.write({ runs: [runRec], nodeRuns: [nrRec], events });
-      this.dispatchSoon(nrRec);
-      return run;
+      // The root's first dispatch step is decided now and written with the run: one transaction instead of two.
+      const plan = this.stopped ? undefined : await this.planDispatch(batch, runRec, nrRec, nodeType);
+      await this.write(batch);
+      if (plan) this.dispatchSoon({ plan });
+      else if (!isTerminal(nrRec.state) && nrRec.lease_owner) this.dispatchSoon({ claimed: nrRec });
+      return runRec.run;
     });
   }
 
@@ -367,22 +382,23 @@ export class RunEngine {
     });
   }
 
-  private readonly localQueue: NodeRunRecord[] = [];
+  private readonly localQueue: DispatchWork[] = [];
 
-  /** Dispatches a NodeRun this coordinator created and leased, as soon as there is capacity. */
-  private dispatchSoon(rec: NodeRunRecord): void {
+  /** Sends a NodeRun this coordinator has planned and leased, as soon as there is capacity. */
+  private dispatchSoon(work: DispatchWork): void {
     if (this.stopped) return;
     if (this.inFlight >= this.maxInFlight) {
-      this.localQueue.push(rec);
+      this.localQueue.push(work);
       return;
     }
-    this.startDispatch(rec);
+    this.startDispatch(work);
   }
 
-  private startDispatch(rec: NodeRunRecord): void {
+  private startDispatch(work: DispatchWork): void {
     this.inFlight++;
-    void this.dispatch(rec)
-      .catch((err) => this.o.log.error({ err, node_run_id: rec.node_run_id }, "dispatch failed"))
+    const id = "plan" in work ? work.plan.nr.node_run_id : work.claimed.node_run_id;
+    void this.dispatch(work)
+      .catch((err) => this.o.log.error({ err, node_run_id: id }, "dispatch failed"))
       .finally(() => {
         this.inFlight--;
         const next = this.localQueue.shift();
@@ -406,7 +422,7 @@ export class RunEngine {
           leaseMs: this.leaseMs,
         });
         if (claimed.length === 0) break;
-        for (const rec of claimed) this.startDispatch(rec);
+        for (const rec of claimed) this.startDispatch({ claimed: rec });
       }
     } catch (err) {
       this.o.log.error({ err }, "claiming work failed");
@@ -420,10 +436,10 @@ export class RunEngine {
   }
 
   /** Takes one claimed NodeRun through policy and into its executor. */
-  private async dispatch(claimed: NodeRunRecord): Promise<void> {
-    const plan = await this.withLock(claimed.run_id, () => this.prepareDispatch(claimed.node_run_id));
+  private async dispatch(work: DispatchWork): Promise<void> {
+    const plan = "plan" in work ? work.plan : await this.withLock(work.claimed.run_id, () => this.prepareDispatch(work.claimed.node_run_id));
     if (!plan) return;
-    const { nr, nodeType, endpoint, timeoutMs, deadline, run } = plan;
+    const { nr, nodeType, endpoint, deadline, run } = plan;
     const body: AtomicExecuteRequest = {
       run_id: nr.run_id,
       node_run_id: nr.node_run_id,
@@ -463,7 +479,7 @@ export class RunEngine {
     await this.withLock(nr.run_id, () => this.recordResult(nr.node_run_id, nr.attempt, nodeType, clock.now() - started, result, failure));
   }
 
-  private async prepareDispatch(nodeRunId: string) {
+  private async prepareDispatch(nodeRunId: string): Promise<DispatchPlan | undefined> {
     const nr = await this.o.store.getNodeRun(nodeRunId);
     if (!nr || isTerminal(nr.state) || nr.lease_owner !== this.o.instanceId || nr.approval_id) return undefined;
     const run = await this.o.store.getRun(nr.run_id);
@@ -491,12 +507,24 @@ export class RunEngine {
       const e = err as FabricError;
       if (FabricError.is(e) && e.statusCode === 404) {
         this.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("unknown_node_type", e.message, { details: { node_type_ref: nr.node_run.node_type_ref } }));
-        await this.write(batch);
-        return undefined;
+      } else {
+        this.scheduleRetry(batch, run, nr, undefined, errorBody("executor_unavailable", `the registry could not be reached: ${(err as Error).message}`, { retryable: true }));
       }
-      return this.scheduleRetry(batch, run, nr, undefined, errorBody("executor_unavailable", `the registry could not be reached: ${(err as Error).message}`, { retryable: true }));
+      await this.write(batch);
+      return undefined;
     }
+    const plan = await this.planDispatch(batch, run, nr, nodeType);
+    await this.write(batch);
+    return plan;
+  }
 
+  /**
+   * Decides, into `batch`, what happens to a leased NodeRun: it fails (policy, kind), waits for an approval, waits
+   * for an executor, or moves to `running` and is returned as a plan to send. The caller writes the batch before
+   * acting on the plan.
+   */
+  private async planDispatch(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType): Promise<DispatchPlan | undefined> {
+    const ext = (nr.node_run.extensions ??= {});
     if (this.o.policy && !ext["nodefabric.approved"]) {
       const d = await this.decide({
         action: "node.run.execute",
@@ -509,7 +537,6 @@ export class RunEngine {
       batch.events!.push(event("policy_decided", nr.run_id, nr.node_run_id, { action: "node.run.execute", ...d.record }));
       if (d.error) {
         this.finishNodeRun(batch, run, nr, "failed", undefined, d.error);
-        await this.write(batch);
         return undefined;
       }
       if (d.decision?.decision === "require_approval") {
@@ -530,14 +557,12 @@ export class RunEngine {
         (batch.approvals ??= []).push(approval);
         batch.nodeRuns!.push(nr);
         batch.events!.push(event("approval_requested", nr.run_id, nr.node_run_id, { approval_id: approvalId, reason_code: d.decision.reason_code, message: d.decision.message }));
-        await this.write(batch);
         return undefined;
       }
     }
 
     if (nodeType.kind !== "atomic") {
       this.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("executor_unavailable", `composite node types cannot run yet: no composite executor serves ${nr.node_run.node_type_ref.node_type_id}`));
-      await this.write(batch);
       return undefined;
     }
     const executor = await this.o.resolver.executorFor(nr.node_run.node_type_ref, "atomic");
@@ -567,12 +592,12 @@ export class RunEngine {
       run.run.state = "running";
       batch.runs!.push(run);
     }
-    await this.write(batch);
-    return { nr, nodeType, endpoint: executor.endpoint, timeoutMs, deadline, run };
+    return { nr, nodeType, endpoint: executor.endpoint, deadline, run };
   }
 
-  /** Schedules another attempt after backoff, or fails the NodeRun when attempts are used up. */
-  private async scheduleRetry(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType | undefined, error: FabricErrorBody): Promise<undefined> {
+
+  /** Schedules another attempt after backoff into `batch`, or fails the NodeRun when attempts are used up. */
+  private scheduleRetry(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType | undefined, error: FabricErrorBody): undefined {
     const policy = retryPolicyOf(nodeType);
     if (nr.attempt >= policy.max_attempts) {
       this.finishNodeRun(batch, run, nr, "failed", undefined, error);
@@ -587,7 +612,6 @@ export class RunEngine {
       batch.nodeRuns!.push(nr);
       batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: next, delay_ms: delay, error }));
     }
-    await this.write(batch);
     return undefined;
   }
 
@@ -613,7 +637,8 @@ export class RunEngine {
       return;
     }
     if (err.retryable === true) {
-      await this.scheduleRetry(batch, run, nr, nodeType, err);
+      this.scheduleRetry(batch, run, nr, nodeType, err);
+      await this.write(batch);
       return;
     }
     this.finishNodeRun(batch, run, nr, "failed", undefined, err);
