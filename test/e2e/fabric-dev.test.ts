@@ -3,31 +3,14 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { request } from "undici";
 import { validatorFor } from "@nodefabric/schemas";
 import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { call, eventually } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-async function json(method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {
-  const res = await request(url, {
-    method: method as "GET",
-    body: body === undefined ? undefined : JSON.stringify(body),
-    headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, headers: res.headers, body: text ? JSON.parse(text) : undefined };
-}
+const json = call;
 
-async function eventually<T>(fn: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error("condition not reached in time");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe("fabric dev, as a user runs it", () => {
   let fabric: FabricProcess;

@@ -3,10 +3,9 @@
  */
 import type Database from "better-sqlite3";
 import type { CandidateSetStore, StoredCandidateSet } from "./candidate-set-store.js";
-import { openSqlite } from "./sqlite-node-type-store.js";
+import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 
 /** The schema version this code writes; bump it with a new step in MIGRATIONS. */
-const SCHEMA_VERSION = 1;
 
 // Idempotent (IF NOT EXISTS) so a file shared with another store that also uses user_version still gets the table.
 const MIGRATIONS: string[] = [
@@ -18,14 +17,6 @@ const MIGRATIONS: string[] = [
    ) WITHOUT ROWID;`,
 ];
 
-function migrate(db: Database.Database): void {
-  const current = db.pragma("user_version", { simple: true }) as number;
-  db.transaction(() => {
-    db.exec(MIGRATIONS[0]);
-    for (let v = Math.max(current, 1); v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
-    if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  })();
-}
 
 /** CandidateSetStore on one SQLite file. */
 export class SqliteCandidateSetStore implements CandidateSetStore {
@@ -35,7 +26,7 @@ export class SqliteCandidateSetStore implements CandidateSetStore {
 
   constructor(path: string) {
     this.db = openSqlite(path);
-    migrate(this.db);
+    migrateSqlite(this.db, MIGRATIONS);
     this.stmt = {
       insert: this.db.prepare(`INSERT INTO candidate_sets (id, subtask_id, json, created_at) VALUES (?, ?, ?, ?)`),
       get: this.db.prepare(`SELECT json FROM candidate_sets WHERE id = ?`).pluck(),

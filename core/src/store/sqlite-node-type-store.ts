@@ -2,9 +2,8 @@
  * The Node Registry's store on SQLite (better-sqlite3, WAL). Versions are ordered by a precomputed
  * semver sort key, so listing and keyset pagination are plain index scans.
  */
-import fs from "node:fs";
-import path from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 import type {
   ExecutorFilter,
   ExecutorRecord,
@@ -17,7 +16,6 @@ import type {
 import { versionSortKey } from "./node-type-version-order.js";
 
 /** The schema version this code writes; bump it with a new step in MIGRATIONS. */
-const SCHEMA_VERSION = 1;
 
 // Each step is idempotent (IF NOT EXISTS) so a file shared with another store that also uses
 // user_version still gets these tables.
@@ -56,25 +54,7 @@ interface Row {
 
 const COLUMNS = "node_type_id, version, kind, json, published_at";
 
-/** Opens a SQLite file in WAL mode and brings its schema up to date. */
-export function openSqlite(file: string): Database.Database {
-  if (file !== ":memory:" && !file.startsWith("file:")) fs.mkdirSync(path.dirname(file), { recursive: true });
-  const db = new Database(file);
-  db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = NORMAL");
-  db.pragma("busy_timeout = 5000");
-  return db;
-}
 
-function migrate(db: Database.Database): void {
-  const current = db.pragma("user_version", { simple: true }) as number;
-  db.transaction(() => {
-    // Always replay the idempotent first step (see MIGRATIONS); later steps run once, by user_version.
-    db.exec(MIGRATIONS[0]);
-    for (let v = Math.max(current, 1); v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
-    if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  })();
-}
 
 /** NodeTypeStore on one SQLite file. */
 export class SqliteNodeTypeStore implements NodeTypeStore {
@@ -84,7 +64,7 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
 
   constructor(path: string) {
     this.db = openSqlite(path);
-    migrate(this.db);
+    migrateSqlite(this.db, MIGRATIONS);
     const db = this.db;
     this.stmt = {
       insert: db.prepare(

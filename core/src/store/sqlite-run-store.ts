@@ -18,7 +18,7 @@ import {
   type RunStore,
   type WriteBatch,
 } from "./run-store.js";
-import { openSqlite } from "./sqlite-node-type-store.js";
+import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 
 /** Options of {@link openSqliteRunStore}. */
 export interface SqliteRunStoreOptions {
@@ -27,7 +27,6 @@ export interface SqliteRunStoreOptions {
 }
 
 /** The schema version this code writes; bump it with a new step in MIGRATIONS. */
-const SCHEMA_VERSION = 1;
 
 // In v1 the non-terminal states are exactly these; every "open" query and partial index spells them the same way,
 // because SQLite only uses a partial index when the query repeats the index's WHERE terms.
@@ -100,14 +99,6 @@ const MIGRATIONS: string[] = [
    );`,
 ];
 
-function migrate(db: Database.Database): void {
-  const current = db.pragma("user_version", { simple: true }) as number;
-  db.transaction(() => {
-    db.exec(MIGRATIONS[0]);
-    for (let v = Math.max(current, 1); v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]);
-    if (current < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  })();
-}
 
 interface RunRow {
   run_id: string;
@@ -316,7 +307,7 @@ export class SqliteRunStore implements RunStore {
   constructor(options: SqliteRunStoreOptions) {
     const db = openSqlite(options.path);
     db.pragma("foreign_keys = ON");
-    migrate(db);
+    migrateSqlite(db, MIGRATIONS);
     this.db = db;
     this.stmt = prepareAll(db);
     // IMMEDIATE takes the write lock at BEGIN: should another connection be writing the file (a maintenance tool),

@@ -2,6 +2,7 @@
  * The Run Coordinator: the run authority. Owns Runs and NodeRuns, dispatches work to executors through a durable
  * queue with leases, enforces policy checkpoints and budgets, and serves durable, live NDJSON event streams.
  */
+import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import os from "node:os";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, Run, RunStartRequest } from "@nodefabric/schemas";
@@ -42,24 +43,6 @@ export interface RunCoordinatorOptions {
   policy?: PolicyClient;
 }
 
-const ID = { type: "string", minLength: 1, maxLength: 256 } as const;
-const runParams = { type: "object", required: ["run_id"], properties: { run_id: ID } } as const;
-const nodeRunParams = { type: "object", required: ["node_run_id"], properties: { node_run_id: ID } } as const;
-const approvalParams = { type: "object", required: ["approval_id"], properties: { approval_id: ID } } as const;
-const eventsQuery = {
-  type: "object",
-  additionalProperties: false,
-  properties: { after_seq: { type: "integer", minimum: -1 }, follow: { type: "boolean", default: true } },
-} as const;
-const listQuery = {
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    state: { enum: ["queued", "running", "completed", "failed", "canceled"] },
-    limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
-    page_token: { type: "string", pattern: "^[A-Za-z0-9_-]{1,400}$" },
-  },
-} as const;
 
 /** The caller's identity; authentication (and with it tenants) arrives in a later release. */
 function callerOf(_req: FastifyRequest): Caller {

@@ -2,6 +2,7 @@
  * The Run Gateway: the clients' entry point. It keeps no state: it authenticates at the edge, validates with the
  * v1 schemas, and forwards to the Run Coordinator over a pooled client, relaying answers and event streams back.
  */
+import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import type { CoordinatorApi, RunListQuery } from "../run-coordinator/coordinator-api.js";
 import type { Caller } from "../../engine/run-engine.js";
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -33,25 +34,6 @@ export interface RunGatewayOptions {
   coordinator?: CoordinatorApi;
 }
 
-// Path and query schemas mirror the coordinator's, so a bad request is refused here, before any forwarding.
-const ID = { type: "string", minLength: 1, maxLength: 256 } as const;
-const runParams = { type: "object", required: ["run_id"], properties: { run_id: ID } } as const;
-const nodeRunParams = { type: "object", required: ["node_run_id"], properties: { node_run_id: ID } } as const;
-const approvalParams = { type: "object", required: ["approval_id"], properties: { approval_id: ID } } as const;
-const eventsQuery = {
-  type: "object",
-  additionalProperties: false,
-  properties: { after_seq: { type: "integer", minimum: -1 }, follow: { type: "boolean", default: true } },
-} as const;
-const listQuery = {
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    state: { enum: ["queued", "running", "completed", "failed", "canceled"] },
-    limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
-    page_token: { type: "string", pattern: "^[A-Za-z0-9_-]{1,400}$" },
-  },
-} as const;
 
 /**
  * AUTHENTICATION AT THE EDGE (a later issue): verify the caller's bearer token here and refuse with 401/403.

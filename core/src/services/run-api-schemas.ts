@@ -1,0 +1,27 @@
+/**
+ * Path and query schemas of the run API, shared by the coordinator and the gateway so that both refuse the same
+ * bad requests (the gateway before it forwards anything).
+ */
+const ID = { type: "string", minLength: 1, maxLength: 256 } as const;
+
+export const runParams = { type: "object", required: ["run_id"], properties: { run_id: ID } } as const;
+export const nodeRunParams = { type: "object", required: ["node_run_id"], properties: { node_run_id: ID } } as const;
+export const approvalParams = { type: "object", required: ["approval_id"], properties: { approval_id: ID } } as const;
+
+/** `after_seq` resumes a stream; `follow` (default true) keeps it open until the run's last event. */
+export const eventsQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: { after_seq: { type: "integer", minimum: -1 }, follow: { type: "boolean", default: true } },
+} as const;
+
+/** GET /v1/runs: a state filter and keyset pages. */
+export const listQuery = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    state: { enum: ["queued", "running", "completed", "failed", "canceled"] },
+    limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+    page_token: { type: "string", pattern: "^[A-Za-z0-9_-]{1,400}$" },
+  },
+} as const;
