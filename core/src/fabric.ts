@@ -91,6 +91,8 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         pdpUrl: config.policy_checks ? serviceUrl(config, "pdp") : undefined,
         policy: config.policy_checks && pdp ? pdp : undefined,
         atomicExecutorUrl: serviceUrl(config, "atomic-executor"),
+        compositeExecutorUrl: serviceUrl(config, "composite-executor"),
+        selectionUrl: serviceUrl(config, "selection"),
         executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller()) : undefined,
       });
     }

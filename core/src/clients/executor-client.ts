@@ -1,7 +1,7 @@
 /**
  * How the coordinator reaches atomic executors: one pooled HttpClient per executor endpoint.
  */
-import type { AtomicExecuteRequest, AtomicExecuteResult } from "@nodefabric/schemas";
+import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, CompositeBeginResponse } from "@nodefabric/schemas";
 import { HttpClient } from "./http-client.js";
 import type { ExecutorCaller } from "../engine/run-engine.js";
 import type { AtomicExecutorApi } from "../in-process.js";
@@ -31,6 +31,18 @@ export class HttpExecutorCaller implements ExecutorCaller {
       await this.client(endpoint).request("POST", `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel`);
     } catch {
       // Best effort: the NodeRun is already canceled in the store; a late result is ignored.
+    }
+  }
+
+  async begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse> {
+    return this.client(endpoint).json<CompositeBeginResponse>("POST", "/v1/composite-node-runs:begin", body, { timeoutMs: 30_000 });
+  }
+
+  async cancelComposite(endpoint: string, nodeRunId: string): Promise<void> {
+    try {
+      await this.client(endpoint).request("POST", `/v1/composite-node-runs/${encodeURIComponent(nodeRunId)}:cancel`);
+    } catch {
+      // Best effort, as for atomic cancels.
     }
   }
 
@@ -67,6 +79,14 @@ export class LocalFirstExecutorCaller implements ExecutorCaller {
     const api = this.find(endpoint);
     if (api) api.cancel(nodeRunId);
     else await this.remote.cancel(endpoint, nodeRunId);
+  }
+
+  begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse> {
+    return this.remote.begin(endpoint, body);
+  }
+
+  cancelComposite(endpoint: string, nodeRunId: string): Promise<void> {
+    return this.remote.cancelComposite(endpoint, nodeRunId);
   }
 
   async close(): Promise<void> {

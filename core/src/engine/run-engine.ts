@@ -7,6 +7,10 @@ import { createHash } from "node:crypto";
 import type {
   AtomicExecuteRequest,
   AtomicExecuteResult,
+  CandidateSet,
+  CompositeBeginRequest,
+  CompositeBeginResponse,
+  NodeRunsCreateRequest,
   ConstraintEnvelope,
   FabricErrorBody,
   NodeRun,
@@ -31,6 +35,10 @@ import { TickWriter } from "./tick-writer.js";
 import type { NodeTypeResolver } from "./node-type-resolver.js";
 import { backoffMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import { mergeConstraints } from "./constraints.js";
+import { AssignmentTokens } from "./assignment-tokens.js";
+import type { ValidateFunction } from "ajv";
+import { compileHandlerSchema, createHandlerAjv } from "../services/atomic-executor/handler-schemas.js";
+import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 
 /** Asks the PDP; throws when it cannot be reached. */
 export interface PolicyClient {
@@ -41,8 +49,12 @@ export interface PolicyClient {
 export interface ExecutorCaller {
   /** Executes an atomic NodeRun; throws a FabricError for transport failures and non-2xx answers. */
   execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult>;
-  /** Asks an executor to cancel a NodeRun in flight; never throws. */
+  /** Asks an atomic executor to cancel a NodeRun in flight; never throws. */
   cancel(endpoint: string, nodeRunId: string): Promise<void>;
+  /** Hands a composite NodeRun to a composite executor; throws a FabricError for transport failures and non-2xx. */
+  begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse>;
+  /** Asks a composite executor to stop driving a NodeRun; never throws. */
+  cancelComposite(endpoint: string, nodeRunId: string): Promise<void>;
 }
 
 export interface Logger {
@@ -65,6 +77,12 @@ export interface RunEngineOptions {
   maxInFlight?: number;
   /** How often recovery (deadlines, expired leases, backoff) runs (ms). */
   tickMs?: number;
+  /** Stored candidate sets, to check bindings of children against them. */
+  selection?: { getCandidateSet(id: string): Promise<CandidateSet> };
+  /** Mints assignment tokens for composite NodeRuns. */
+  assignmentTokens?: AssignmentTokens;
+  /** A composite that makes no progress for this long gets its `:begin` sent again (ms, default leaseMs). */
+  compositeLeaseMs?: number;
 }
 
 /** Who is asking: stamped on runs and checked on reads. */
@@ -122,12 +140,21 @@ export class RunEngine {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly running = new Map<string, { endpoint: string; attempt: number }>();
+  /** When each composite last made progress (children created or ended, evaluations), in memory. */
+  private readonly progress = new Map<string, number>();
+  private readonly outputValidators = new Map<string, ValidateFunction>();
+  private readonly tokens: AssignmentTokens;
+  private readonly compositeLeaseMs: number;
+  /** The base URL composite executors call back; set once the coordinator listens. */
+  coordinatorEndpoint = "";
 
   constructor(private readonly o: RunEngineOptions) {
     this.writer = new TickWriter(o.store, (events) => this.hub.publish(events));
     this.leaseMs = o.leaseMs ?? 30_000;
     this.maxInFlight = o.maxInFlight ?? 1024;
     this.tickMs = o.tickMs ?? 100;
+    this.tokens = o.assignmentTokens ?? new AssignmentTokens();
+    this.compositeLeaseMs = o.compositeLeaseMs ?? this.leaseMs;
   }
 
   /** Reclaims this instance's leases, then starts dispatch and recovery. */
@@ -307,9 +334,12 @@ export class RunEngine {
     if (outputs !== undefined) nr.node_run.outputs = outputs;
     if (error) nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.error": error };
     (batch.nodeRuns ??= []).push(nr);
+    // The outputs travel in the event, so a composite following its children needs no read per child.
     const data: Record<string, unknown> = { state };
+    if (state === "completed") data.outputs = nr.node_run.outputs ?? {};
     if (error) data.error = error;
     (batch.events ??= []).push(event("node_run_completed", nr.run_id, nr.node_run_id, data));
+    if (nr.parent_node_run_id) this.progress.set(nr.parent_node_run_id, clock.now());
     if (nr.node_run_id === run.run.root_node_run_id && !isTerminal(run.state)) {
       this.finishRun(batch, run, state, outputs, error);
     }
@@ -367,7 +397,8 @@ export class RunEngine {
   private cancelAtExecutor(nr: NodeRunRecord): void {
     const binding = nr.node_run.executor_binding;
     if (!binding) return;
-    void this.o.executors.cancel(binding.endpoint, nr.node_run_id);
+    if (nr.node_run.kind === "composite") void this.o.executors.cancelComposite(binding.endpoint, nr.node_run_id);
+    else void this.o.executors.cancel(binding.endpoint, nr.node_run_id);
   }
 
   // ---------------------------------------------------------------- dispatch
@@ -439,6 +470,10 @@ export class RunEngine {
   private async dispatch(work: DispatchWork): Promise<void> {
     const plan = "plan" in work ? work.plan : await this.withLock(work.claimed.run_id, () => this.prepareDispatch(work.claimed.node_run_id));
     if (!plan) return;
+    if (plan.nodeType.kind === "composite") {
+      await this.begin(plan);
+      return;
+    }
     const { nr, nodeType, endpoint, deadline, run } = plan;
     const body: AtomicExecuteRequest = {
       run_id: nr.run_id,
@@ -479,6 +514,45 @@ export class RunEngine {
     await this.withLock(nr.run_id, () => this.recordResult(nr.node_run_id, nr.attempt, nodeType, clock.now() - started, result, failure));
   }
 
+  /** Hands a composite to its executor; one that refuses or cannot be reached is retried later. */
+  private async begin(plan: DispatchPlan): Promise<void> {
+    const { nr, endpoint, run, nodeType } = plan;
+    let failure: FabricErrorBody | undefined;
+    try {
+      const body: CompositeBeginRequest = {
+        run_id: nr.run_id,
+        node_run_id: nr.node_run_id,
+        node_type_ref: nr.node_run.node_type_ref,
+        inputs: nr.node_run.inputs ?? {},
+        coordinator_endpoint: this.coordinatorEndpoint,
+        assignment_token: await this.tokens.mint({ run_id: nr.run_id, node_run_id: nr.node_run_id }),
+        constraints: mergeConstraints(run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined, nodeType.constraints),
+        extensions: { "nodefabric.attempt": nr.attempt },
+      };
+      if (run.run.run_context) body.run_context = run.run.run_context;
+      const res = await this.o.executors.begin(endpoint, body);
+      if (res.accepted) return;
+      failure = errorBody("executor_unavailable", res.message ?? "the composite executor did not accept the NodeRun", { retryable: true });
+    } catch (err) {
+      const e = err as FabricError;
+      if (FabricError.is(e) && e.code === "unknown_node_type") {
+        failure = errorBody("unknown_node_type", e.message, { retryable: false, details: e.details });
+      } else {
+        failure = errorBody("executor_unavailable", (err as Error).message, { retryable: true });
+      }
+    }
+    await this.withLock(nr.run_id, async () => {
+      const fresh = await this.o.store.getNodeRun(nr.node_run_id);
+      if (!fresh || isTerminal(fresh.state) || fresh.attempt !== nr.attempt) return;
+      const freshRun = (await this.o.store.getRun(nr.run_id))!;
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+      if (failure!.retryable) this.scheduleRetry(batch, freshRun, fresh, nodeType, failure!);
+      else this.finishNodeRun(batch, freshRun, fresh, "failed", undefined, failure);
+      await this.write(batch);
+    });
+    this.wake();
+  }
+
   private async prepareDispatch(nodeRunId: string): Promise<DispatchPlan | undefined> {
     const nr = await this.o.store.getNodeRun(nodeRunId);
     if (!nr || isTerminal(nr.state) || nr.lease_owner !== this.o.instanceId || nr.approval_id) return undefined;
@@ -491,8 +565,19 @@ export class RunEngine {
       return undefined;
     }
     const ext = { ...nr.node_run.extensions };
-    // A NodeRun found assigned or running without a scheduled retry was in flight when its holder died.
-    if ((nr.state === "assigned" || nr.state === "running") && !ext["nodefabric.retry_scheduled"]) {
+    const isComposite = nr.node_run.kind === "composite";
+    if (isComposite && nr.state === "running" && !ext["nodefabric.retry_scheduled"]) {
+      // A running composite whose lease ran out: if it made progress lately it is alive, so extend the lease;
+      // otherwise send its `:begin` again (an executor that still drives it answers "already running").
+      const last = this.progress.get(nr.node_run_id);
+      if (last !== undefined && clock.now() - last < this.compositeLeaseMs) {
+        nr.lease_expires_at = clock.now() + this.compositeLeaseMs;
+        batch.nodeRuns!.push(nr);
+        await this.write(batch);
+        return undefined;
+      }
+    } else if ((nr.state === "assigned" || nr.state === "running") && !ext["nodefabric.retry_scheduled"]) {
+      // A NodeRun found assigned or running without a scheduled retry was in flight when its holder died.
       nr.attempt += 1;
       batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: nr.attempt, reason: "lease_expired" }));
     }
@@ -561,13 +646,10 @@ export class RunEngine {
       }
     }
 
-    if (nodeType.kind !== "atomic") {
-      this.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("executor_unavailable", `composite node types cannot run yet: no composite executor serves ${nr.node_run.node_type_ref.node_type_id}`));
-      return undefined;
-    }
-    const executor = await this.o.resolver.executorFor(nr.node_run.node_type_ref, "atomic");
+    const kind = nodeType.kind === "composite" ? "composite" : "atomic";
+    const executor = await this.o.resolver.executorFor(nr.node_run.node_type_ref, kind);
     if (!executor) {
-      return this.scheduleRetry(batch, run, nr, nodeType, errorBody("executor_unavailable", `no atomic executor serves ${nr.node_run.node_type_ref.node_type_id}@${nr.node_run.node_type_ref.version}`, { retryable: true }));
+      return this.scheduleRetry(batch, run, nr, nodeType, errorBody("executor_unavailable", `no ${kind} executor serves ${nr.node_run.node_type_ref.node_type_id}@${nr.node_run.node_type_ref.version}`, { retryable: true }));
     }
 
     const now = clock.now();
@@ -585,7 +667,9 @@ export class RunEngine {
     nr.state = "running";
     nr.node_run.state = "running";
     nr.node_run.executor_binding = { executor_instance_id: executor.executor_instance_id, endpoint: executor.endpoint };
-    nr.lease_expires_at = deadline + LEASE_GRACE_MS;
+    // An atomic NodeRun's lease covers its attempt; a composite's is renewed by its progress.
+    nr.lease_expires_at = kind === "composite" ? now + this.compositeLeaseMs : deadline + LEASE_GRACE_MS;
+    if (kind === "composite") this.progress.set(nr.node_run_id, now);
     batch.nodeRuns!.push(nr);
     if (run.state === "queued") {
       run.state = "running";
@@ -707,24 +791,272 @@ export class RunEngine {
     this.wake();
   }
 
+  // ---------------------------------------------------------------- children
+
+  /**
+   * POST /v1/node-runs: creates children under a running composite of the same run. Idempotency keys return the
+   * existing child; structural limits, allow/deny lists and candidate bindings are checked for the whole request
+   * before anything is written (all or nothing).
+   */
+  async createChildren(req: NodeRunsCreateRequest, caller: Caller = {}): Promise<NodeRun[]> {
+    const parentCheck = await this.o.store.getNodeRun(req.parent_node_run_id);
+    const invalidParent = (why: string) =>
+      new FabricError("parent_node_run_invalid", `node run ${req.parent_node_run_id} cannot take children: ${why}`, {
+        details: { run_id: req.run_id, parent_node_run_id: req.parent_node_run_id },
+      });
+    if (!parentCheck || parentCheck.run_id !== req.run_id) throw invalidParent(`it is not a node run of run ${req.run_id}`);
+    await this.getRunRecord(req.run_id, caller);
+    const { created, result } = await this.withLock(req.run_id, async () => {
+      const parent = (await this.o.store.getNodeRun(req.parent_node_run_id))!;
+      const run = (await this.o.store.getRun(req.run_id))!;
+      if (isTerminal(run.state)) throw invalidParent(`run ${run.run_id} has ended (${run.state})`);
+      if (parent.node_run.kind !== "composite") throw invalidParent("it is not a composite");
+      if (parent.state !== "running") throw invalidParent(`it is ${parent.state}, not running`);
+      const parentType = await this.o.resolver.nodeType(parent.node_run.node_type_ref);
+      const base = mergeConstraints(run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined, parentType.constraints);
+
+      // Repeated keys first: they return what exists and count against nothing.
+      const result: Array<NodeRun | undefined> = new Array(req.node_runs.length);
+      const fresh: Array<{ index: number; spec: (typeof req.node_runs)[number]; hash: string }> = [];
+      const seenKeys = new Map<string, number>();
+      for (let i = 0; i < req.node_runs.length; i++) {
+        const spec = req.node_runs[i];
+        const hash = hashOf({ ref: { node_type_id: spec.node_type_ref.node_type_id, version: spec.node_type_ref.version }, inputs: spec.inputs });
+        if (spec.idempotency_key) {
+          const earlier = seenKeys.get(spec.idempotency_key);
+          if (earlier !== undefined) {
+            if (fresh.find((f) => f.index === earlier)?.hash !== hash) throw this.idempotencyConflict(spec.idempotency_key);
+            continue; // resolved to the same child below
+          }
+          const existing = await this.o.store.findChild(req.run_id, req.parent_node_run_id, spec.idempotency_key);
+          if (existing) {
+            if (existing.spec_hash !== hash) throw this.idempotencyConflict(spec.idempotency_key);
+            result[i] = existing.node_run;
+            continue;
+          }
+          seenKeys.set(spec.idempotency_key, i);
+        }
+        fresh.push({ index: i, spec, hash });
+      }
+
+      // Limits, lists and bindings, for the whole request before anything is written.
+      const violations: Array<{ index: number; constraint: string; message: string }> = [];
+      const pExt = parent.node_run.extensions ?? {};
+      const rExt = run.run.extensions ?? {};
+      const children = (typeof pExt["nodefabric.children"] === "number" ? pExt["nodefabric.children"] : 0) as number;
+      const rounds = (typeof pExt["nodefabric.decomposition_rounds"] === "number" ? pExt["nodefabric.decomposition_rounds"] : 0) as number;
+      const total = (typeof rExt["nodefabric.node_count"] === "number" ? rExt["nodefabric.node_count"] : 1) as number;
+      const types: NodeType[] = [];
+      for (const f of fresh) {
+        const c = mergeConstraints(base, f.spec.constraints);
+        const s = c.structural ?? {};
+        const id = f.spec.node_type_ref.node_type_id;
+        if (s.max_depth !== undefined && parent.depth + 1 > s.max_depth) violations.push({ index: f.index, constraint: "structural.max_depth", message: `depth ${parent.depth + 1} exceeds max_depth ${s.max_depth}` });
+        if (s.max_children_per_composite !== undefined && children + fresh.length > s.max_children_per_composite) violations.push({ index: f.index, constraint: "structural.max_children_per_composite", message: `${children + fresh.length} children exceed max_children_per_composite ${s.max_children_per_composite}` });
+        if (s.max_total_nodes_per_run !== undefined && total + fresh.length > s.max_total_nodes_per_run) violations.push({ index: f.index, constraint: "structural.max_total_nodes_per_run", message: `${total + fresh.length} node runs exceed max_total_nodes_per_run ${s.max_total_nodes_per_run}` });
+        if (s.max_decomposition_rounds_per_node !== undefined && rounds + 1 > s.max_decomposition_rounds_per_node) violations.push({ index: f.index, constraint: "structural.max_decomposition_rounds_per_node", message: `round ${rounds + 1} exceeds max_decomposition_rounds_per_node ${s.max_decomposition_rounds_per_node}` });
+        const lists = c.candidates ?? {};
+        if (lists.denied_node_type_ids?.includes(id)) violations.push({ index: f.index, constraint: "candidates.denied_node_type_ids", message: `${id} is denied (node_type_denied)` });
+        if (lists.allowed_node_type_ids && !lists.allowed_node_type_ids.includes(id)) violations.push({ index: f.index, constraint: "candidates.allowed_node_type_ids", message: `${id} is not allowed (node_type_not_allowed)` });
+        types.push(await this.o.resolver.nodeType(f.spec.node_type_ref));
+      }
+      if (violations.length > 0) {
+        throw new FabricError("constraint_violation", violations[0].message, { details: { violations: violations.map((v) => ({ ...v, path: `/node_runs/${v.index}` })) } });
+      }
+      const bindingEvents: NewRunEvent[] = [];
+      for (const f of fresh) {
+        const setId = f.spec.candidate_set_id ?? f.spec.binding_decision?.candidate_set_id;
+        const chosen = f.spec.binding_decision?.chosen_node_type_ref ?? f.spec.node_type_ref;
+        if (!setId && !f.spec.binding_decision) continue;
+        const bad = (message: string) =>
+          new FabricError("candidate_binding_violation", message, { details: { path: `/node_runs/${f.index}`, candidate_set_id: setId, node_type_ref: f.spec.node_type_ref } });
+        if (chosen.node_type_id !== f.spec.node_type_ref.node_type_id || chosen.version !== f.spec.node_type_ref.version) {
+          throw bad("binding_decision.chosen_node_type_ref differs from the node_type_ref of the spec");
+        }
+        if (!setId) throw bad("a binding_decision needs a candidate_set_id");
+        if (!this.o.selection) throw bad("no Selection service is configured to check the binding against");
+        let set: CandidateSet;
+        try {
+          set = await this.o.selection.getCandidateSet(setId);
+        } catch (err) {
+          if (FabricError.is(err) && err.statusCode === 404) throw bad(`candidate set ${setId} does not exist`);
+          throw err;
+        }
+        const member = set.candidates.some((c) => c.node_type_ref.node_type_id === chosen.node_type_id && c.node_type_ref.version === chosen.version);
+        if (!member) throw bad(`${chosen.node_type_id}@${chosen.version} is not a member of candidate set ${setId}`);
+        bindingEvents.push(event("candidate_set_generated", run.run_id, parent.node_run_id, { candidate_set_id: set.candidate_set_id, subtask_id: set.subtask_id, candidates: set.candidates.length }));
+        bindingEvents.push(
+          event("subtask_mapped", run.run_id, parent.node_run_id, {
+            subtask_id: f.spec.binding_decision?.subtask_id ?? set.subtask_id,
+            candidate_set_id: setId,
+            chosen_node_type_ref: chosen,
+          }),
+        );
+      }
+
+      const now = clock.now();
+      const nowIso = new Date(now).toISOString();
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [...bindingEvents], approvals: [] };
+      const created: NodeRunRecord[] = [];
+      const createdTypes: NodeType[] = [];
+      for (let k = 0; k < fresh.length; k++) {
+        const f = fresh[k];
+        const nodeType = types[k];
+        const id = newId("nr");
+        const ext: Record<string, unknown> = { "nodefabric.attempt": 1, "nodefabric.depth": parent.depth + 1 };
+        if (f.spec.idempotency_key) ext["nodefabric.idempotency_key"] = f.spec.idempotency_key;
+        if (f.spec.candidate_set_id) ext["nodefabric.candidate_set_id"] = f.spec.candidate_set_id;
+        if (f.spec.binding_decision) ext["nodefabric.binding_decision"] = f.spec.binding_decision;
+        if (f.spec.constraints) ext["nodefabric.constraints"] = f.spec.constraints;
+        for (const [key, value] of Object.entries(f.spec.extensions ?? {})) if (!(key in ext)) ext[key] = value;
+        const node: NodeRun = {
+          node_run_id: id,
+          run_id: run.run_id,
+          parent_node_run_id: parent.node_run_id,
+          node_type_ref: { node_type_id: f.spec.node_type_ref.node_type_id, version: f.spec.node_type_ref.version },
+          state: "queued",
+          kind: nodeType.kind,
+          created_at: nowIso,
+          inputs: f.spec.inputs,
+          extensions: ext,
+        };
+        const rec: NodeRunRecord = {
+          node_run_id: id,
+          run_id: run.run_id,
+          parent_node_run_id: parent.node_run_id,
+          state: "queued",
+          node_run: node,
+          attempt: 1,
+          available_at: now,
+          lease_owner: this.o.instanceId,
+          lease_expires_at: now + this.leaseMs,
+          approval_id: null,
+          idempotency_key: f.spec.idempotency_key ?? null,
+          spec_hash: f.hash,
+          depth: parent.depth + 1,
+          created_at: now,
+        };
+        const data: Record<string, unknown> = { node_type_ref: node.node_type_ref, kind: nodeType.kind, parent_node_run_id: parent.node_run_id };
+        if (f.spec.idempotency_key) data.idempotency_key = f.spec.idempotency_key;
+        batch.events!.push(event("node_run_created", run.run_id, id, data));
+        batch.nodeRuns!.push(rec);
+        created.push(rec);
+        createdTypes.push(nodeType);
+        result[f.index] = node;
+      }
+      // Specs that repeated a key within this request resolve to the child created for its first use.
+      for (let i = 0; i < req.node_runs.length; i++) {
+        if (result[i]) continue;
+        const first = seenKeys.get(req.node_runs[i].idempotency_key!)!;
+        result[i] = result[first];
+      }
+      if (created.length > 0) {
+        batch.events!.push(event("composite_decomposed", run.run_id, parent.node_run_id, { child_node_run_ids: created.map((c) => c.node_run_id), round: rounds + 1 }));
+        parent.node_run.extensions = { ...pExt, "nodefabric.children": children + created.length, "nodefabric.decomposition_rounds": rounds + 1 };
+        batch.nodeRuns!.unshift(parent);
+        run.run.extensions = { ...rExt, "nodefabric.node_count": total + created.length };
+        batch.runs!.push(run);
+        this.progress.set(parent.node_run_id, now);
+      }
+
+      // The node.run.create checkpoint, then each child's first dispatch step, written with its creation.
+      const plans: DispatchPlan[] = [];
+      for (let k = 0; k < created.length; k++) {
+        const rec = created[k];
+        if (this.o.policy) {
+          const d = await this.decide({ action: "node.run.create", run_id: run.run_id, node_run_id: rec.node_run_id, node_type_ref: rec.node_run.node_type_ref, run_context: run.run.run_context, constraints: mergeConstraints(base, createdTypes[k].constraints) });
+          batch.events!.push(event("policy_decided", run.run_id, rec.node_run_id, { action: "node.run.create", ...d.record }));
+          if (d.error) {
+            this.finishNodeRun(batch, run, rec, "failed", undefined, d.error);
+            continue;
+          }
+        }
+        if (this.stopped) continue;
+        const plan = await this.planDispatch(batch, run, rec, createdTypes[k]);
+        if (plan) plans.push(plan);
+      }
+      await this.write(batch);
+      return { created: plans, result: result as NodeRun[] };
+    });
+    for (const plan of created) this.dispatchSoon({ plan });
+    return result;
+  }
+
+  private idempotencyConflict(key: string): FabricError {
+    return new FabricError("idempotency_conflict", `idempotency_key ${key} was already used under this parent for a different node type or inputs`, {
+      details: { idempotency_key: key },
+    });
+  }
+
   // ---------------------------------------------------------------- node-run reports
 
   /** POST /v1/node-runs/{id}:complete. */
   async completeNodeRun(nodeRunId: string, req: NodeRunCompleteRequest, caller: Caller = {}): Promise<void> {
     const found = await this.getNodeRunRecord(nodeRunId, caller);
-    await this.withLock(found.run_id, async () => {
+    const inFlight = await this.withLock(found.run_id, async () => {
       const nr = (await this.o.store.getNodeRun(nodeRunId))!;
       if (isTerminal(nr.state)) {
         throw new FabricError("node_run_terminal", `node run ${nodeRunId} has already ended (${nr.state})`, { details: { node_run_id: nodeRunId, state: nr.state } });
       }
       const run = (await this.o.store.getRun(nr.run_id))!;
-      const state = (req.state as string) === "succeeded" ? "completed" : (req.state as "completed" | "failed" | "canceled");
+      let state = (req.state as string) === "succeeded" ? "completed" : (req.state as "completed" | "failed" | "canceled");
       const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
       if (req.output_artifacts) nr.node_run.output_artifacts = req.output_artifacts;
-      const err = state === "completed" ? undefined : ((req.error as FabricErrorBody | undefined) ?? errorBody(state === "canceled" ? "canceled" : "handler_error", `the node run ${state}`));
+      let err = state === "completed" ? undefined : ((req.error as FabricErrorBody | undefined) ?? errorBody(state === "canceled" ? "canceled" : "handler_error", `the node run ${state}`));
+      if (state === "completed") {
+        // Outputs that break the node type's output_schema are never passed on.
+        const issues = await this.checkOutputs(nr, req.outputs ?? {});
+        if (issues.length > 0) {
+          state = "failed";
+          err = errorBody("invalid_outputs", `the outputs of ${nr.node_run.node_type_ref.node_type_id} do not match its output_schema`, { retryable: false, details: { errors: issues } });
+        }
+      }
+      // Descendants end first, so the NodeRun's own end (and the run's) are the last events.
+      const inFlight = nr.node_run.kind === "composite" ? await this.endDescendants(batch, run, nr) : [];
       this.finishNodeRun(batch, run, nr, state, state === "completed" ? (req.outputs ?? {}) : undefined, err);
       await this.write(batch);
+      return inFlight;
     });
+    for (const d of inFlight) this.cancelAtExecutor(d);
+  }
+
+  /** Validation issues of outputs against the NodeRun's output_schema (none when the type has no schema). */
+  private async checkOutputs(nr: NodeRunRecord, outputs: Record<string, unknown>): Promise<Array<{ path: string; message: string }>> {
+    const ref = nr.node_run.node_type_ref;
+    const key = `${ref.node_type_id}@${ref.version}`;
+    let validate = this.outputValidators.get(key);
+    if (!validate) {
+      const nodeType = await this.o.resolver.nodeType(ref);
+      validate = compileHandlerSchema(createHandlerAjv(), nodeType.output_schema as Record<string, unknown> | undefined);
+      this.outputValidators.set(key, validate);
+    }
+    return validate(outputs) ? [] : dedupeIssues(issuesFromAjv(validate.errors));
+  }
+
+  /** Cancels every open descendant of a NodeRun that just ended, into `batch`; returns those that were in flight. */
+  private async endDescendants(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord): Promise<NodeRunRecord[]> {
+    const all = await this.o.store.listNodeRuns(run.run_id);
+    const children = new Map<string, NodeRunRecord[]>();
+    for (const n of all) {
+      if (!n.parent_node_run_id) continue;
+      let list = children.get(n.parent_node_run_id);
+      if (!list) children.set(n.parent_node_run_id, (list = []));
+      list.push(n);
+    }
+    const inFlight: NodeRunRecord[] = [];
+    const open: NodeRunRecord[] = [];
+    const walk = (id: string) => {
+      for (const c of children.get(id) ?? []) {
+        if (!isTerminal(c.state)) open.push(c);
+        walk(c.node_run_id);
+      }
+    };
+    walk(nr.node_run_id);
+    for (const c of open.sort((a, b) => b.depth - a.depth)) {
+      if (c.state === "running" && c.node_run.executor_binding) inFlight.push(c);
+      this.finishNodeRun(batch, run, c, "canceled", undefined, errorBody("canceled", `its parent ${nr.node_run_id} ended`));
+    }
+    return inFlight;
   }
 
   /** POST /v1/node-runs/{id}:evaluation. */

@@ -2,10 +2,12 @@
  * The Run Coordinator: the run authority. Owns Runs and NodeRuns, dispatches work to executors through a durable
  * queue with leases, enforces policy checkpoints and budgets, and serves durable, live NDJSON event streams.
  */
+import type { CandidateSet } from "@nodefabric/schemas";
+import { SelectionClient } from "../../clients/selection-client.js";
 import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import os from "node:os";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, Run, RunStartRequest } from "@nodefabric/schemas";
+import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeRunsCreateRequest, Run, RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
 import { FabricError } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
@@ -32,6 +34,14 @@ export interface RunCoordinatorOptions {
   pdpUrl?: string;
   /** Atomic executor to use when the registry's directory names none for a node type. */
   atomicExecutorUrl?: string;
+  /** Composite executor to use when the directory names none (declarative plans published at run time). */
+  compositeExecutorUrl?: string;
+  /** Selection base URL: children's candidate bindings are checked against its stored sets. */
+  selectionUrl?: string;
+  /** Base URL composite executors use to call this coordinator back (default: its listening address). */
+  publicUrl?: string;
+  /** A composite making no progress for this long gets its `:begin` again (ms, default leaseMs). */
+  compositeLeaseMs?: number;
   /** Stable id of this coordinator (default: "coordinator-<hostname>"). */
   instanceId?: string;
   leaseMs?: number;
@@ -55,7 +65,22 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   const registry = new RegistryClient(options.registryUrl);
   const executors = options.executors ?? new HttpExecutorCaller();
   const policy = options.policy ?? (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl) : undefined);
-  const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl });
+  const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl, composite: options.compositeExecutorUrl });
+  const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl) : undefined;
+  const candidateSets = new Map<string, Promise<CandidateSet>>();
+  // A stored candidate set never changes, so each is fetched once.
+  const selectionLookup = selection && {
+    getCandidateSet(id: string): Promise<CandidateSet> {
+      let p = candidateSets.get(id);
+      if (!p) {
+        p = selection.getCandidateSet(id);
+        candidateSets.set(id, p);
+        p.catch(() => candidateSets.delete(id));
+        if (candidateSets.size > 10_000) candidateSets.delete(candidateSets.keys().next().value as string);
+      }
+      return p;
+    },
+  };
 
   const app = createService({
     name: "run-coordinator",
@@ -80,6 +105,17 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     leaseMs: options.leaseMs,
     tickMs: options.tickMs,
     maxInFlight: options.maxInFlight,
+    selection: selectionLookup || undefined,
+    compositeLeaseMs: options.compositeLeaseMs,
+  });
+  if (options.publicUrl) engine.coordinatorEndpoint = options.publicUrl.replace(/\/+$/, "");
+  app.addHook("onListen", async () => {
+    if (engine.coordinatorEndpoint) return;
+    const addr = app.server.address();
+    if (addr && typeof addr === "object") {
+      const host = addr.address === "0.0.0.0" || addr.address === "::" ? "127.0.0.1" : addr.address;
+      engine.coordinatorEndpoint = `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`;
+    }
   });
   if (!policy) app.log.warn("no PDP configured: the coordinator makes no policy checks");
   const api = new CoordinatorApi(engine, store);
@@ -90,6 +126,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     await engine.stop();
     await Promise.all([
       registry.close(),
+      selection?.close(),
       (executors as Partial<HttpExecutorCaller>).close?.(),
       (policy as Partial<HttpPolicyClient> | undefined)?.close?.(),
     ]);
@@ -128,14 +165,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   });
 
   app.post("/v1/node-runs", { schema: { body: ref("node_runs_create_request") } }, async (req) => {
-    const body = req.body as { run_id: string; parent_node_run_id: string };
-    const parent = await engine.getNodeRunRecord(body.parent_node_run_id, callerOf(req)).catch(() => undefined);
-    if (!parent || parent.run_id !== body.run_id || parent.node_run.kind !== "composite" || parent.state !== "running") {
-      throw new FabricError("parent_node_run_invalid", `node run ${body.parent_node_run_id} is not a running composite of run ${body.run_id}`, {
-        details: { run_id: body.run_id, parent_node_run_id: body.parent_node_run_id },
-      });
-    }
-    throw new FabricError("unavailable", "creating child NodeRuns needs the composite executor, which arrives in a later release");
+    return { node_runs: await engine.createChildren(req.body as NodeRunsCreateRequest, callerOf(req)) };
   });
 
   app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req) => {
