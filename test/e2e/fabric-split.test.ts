@@ -31,7 +31,7 @@ describe("fabric start: one service per process, wired over HTTP", () => {
     await Promise.all(procs.map((p) => p.stop()));
   });
 
-  it("runs a node through gateway, coordinator, PDP, registry and executor in five processes", async () => {
+  it("runs a node through gateway, coordinator, PDP, registry, selection and executor in six processes", async () => {
     const base = await freePortBase();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-split-"));
     const common = ["--port-base", String(base), "--data-dir", dataDir];
