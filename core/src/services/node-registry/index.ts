@@ -14,6 +14,7 @@ import { isSemver } from "../../store/node-type-version-order.js";
 import { canonicalJson } from "../../canonical-json.js";
 import { schemaCompileIssues } from "./schema-compile-check.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
+import { validateNodeTypePlan } from "../composite-executor/plan/index.js";
 
 export interface NodeRegistryOptions {
   /** pino options, `false` to silence. */
@@ -135,6 +136,8 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
         { path: "/node_type/output_schema", schema: nodeType.output_schema },
       ]),
     );
+    // Declarative composites (extensions["nodefabric.plan"]) are checked here so a broken plan is never stored.
+    issues.push(...validateNodeTypePlan(nodeType));
     if (issues.length > 0) throw invalidRequest("the node type cannot be published", issues);
 
     const json = canonicalJson(nodeType);
