@@ -497,8 +497,9 @@ describe("decision cache", () => {
     expect([...reads.context].sort()).toEqual(["budgets", "require_approval", "side_effect_class"]);
     expect([...reads.principal]).toEqual(["tenant_id"]);
     expect([...reads.resource]).toEqual([]);
+    expect([...reads.vars].sort()).toEqual(["action", "principal"]);
     const none = defaultPolicySet().reads;
-    expect(none.bounded && none.context.size + none.principal.size + none.resource.size).toBe(0);
+    expect(none.bounded && none.vars.size + none.context.size + none.principal.size + none.resource.size).toBe(0);
   });
 
   it("answers a request differing only in context no policy reads from the cache, with the same decision", async () => {
@@ -555,16 +556,35 @@ describe("decision cache", () => {
     }
   });
 
-  it("hits for every request with the same principal, action and resource under the default policy", () => {
+  it("hits for every request under the default policy, which reads nothing", () => {
     const decider = createDecider(defaultPolicySet());
     for (let i = 0; i < 50; i++) {
-      const d = decider.decide({ action: "run.start", run_id: `run_${i}`, run_context: { tenant_id: `t${i}`, actor: { type: "user", id: "alice" } }, context: { n: i, s: `x${i}` } });
+      const d = decider.decide({ action: "run.start", run_id: `run_${i}`, run_context: { tenant_id: `t${i}`, actor: { type: "user", id: `u${i}` } }, context: { n: i, s: `x${i}` } });
       expect(d.reason_code).toBe("policy:default-allow-all");
+      const e = decider.decide(execute(i, { side_effect_class: i % 2 ? "read" : "write" }));
+      expect(e.reason_code).toBe("policy:default-allow-all");
+      expect(e.message).toBe("allowed by policy default-allow-all");
     }
-    // run.start without a node type: the resource is the run, so every run is its own entry.
-    expect(decider.stats()).toMatchObject({ misses: 50, hits: 0 });
-    for (let i = 0; i < 50; i++) decider.decide(execute(i, { side_effect_class: i % 2 ? "read" : "write" }, { run_context: { tenant_id: `t${i}`, actor: { type: "user", id: "alice" } } }));
-    expect(decider.stats()).toMatchObject({ misses: 51, hits: 49 });
+    expect(decider.stats()).toMatchObject({ misses: 1, hits: 99 });
+  });
+
+  it("leaves out of the key a principal, action or resource no policy mentions", async () => {
+    // No example policy mentions the resource, so every run's run.start shares one entry.
+    const example = createDecider(await loadPolicyFile(EXAMPLE));
+    for (let i = 0; i < 20; i++) {
+      expect(example.decide({ action: "run.start", run_id: `run_${i}`, run_context: alice }).reason_code).toBe("policy:allow-run-start");
+    }
+    expect(example.stats()).toMatchObject({ misses: 1, hits: 19 });
+    // A policy that does mention it gets a decision per resource.
+    const set = loadPolicyText('@id("run-7")\npermit(principal, action, resource == NodeFabric::Run::"run_7");\n', "inline");
+    expect(set.reads.bounded && [...set.reads.vars]).toEqual(["resource"]);
+    const decider = createDecider(set);
+    for (let round = 0; round < 2; round++) {
+      expect(decider.decide({ action: "run.start", run_id: "run_7", run_context: alice }).reason_code).toBe("policy:run-7");
+      expect(decider.decide({ action: "run.start", run_id: "run_8", run_context: alice }).reason_code).toBe("no_permit");
+      expect(decider.decide({ action: "run.start", run_id: "run_7", run_context: { actor: { type: "user", id: "bob" } } }).reason_code).toBe("policy:run-7");
+    }
+    expect(decider.stats()).toMatchObject({ misses: 2, hits: 4 });
   });
 
   it("keeps no more entries than its capacity, and a caller cannot change a cached outcome", async () => {
@@ -659,8 +679,19 @@ forbid(principal, action == NodeFabric::Action::"pay", resource) when { context.
     const entities = [
       { uid: { type: "NodeFabric::User", id: "mallory" }, attrs: {}, parents: [{ type: "NodeFabric::Group", id: "blocked" }] },
       { uid: { type: "NodeFabric::User", id: "alice" }, attrs: { department: "finance", tenant_id: "file-value" }, parents: [{ type: "NodeFabric::Group", id: "finance" }] },
+      { uid: { type: "NodeFabric::NodeType", id: "alice" }, attrs: { version: "0.0.1" }, parents: [{ type: "NodeFabric::Group", id: "finance" }] },
     ];
-    for (const set of [mapping, await loadPolicyFile(EXAMPLE), defaultPolicySet()]) {
+    const literals = loadPolicyText(
+      `
+@id("literal-in")
+forbid(principal, action, resource) when { NodeFabric::User::"mallory" in NodeFabric::Group::"blocked" && context has block && context.block };
+@id("alice-literal")
+permit(principal, action, resource) when { NodeFabric::NodeType::"alice" in NodeFabric::Group::"finance" || context has open };
+`,
+      "inline",
+    );
+    expect(literals.reads.bounded && literals.reads.vars.size).toBe(0);
+    for (const set of [mapping, literals, await loadPolicyFile(EXAMPLE), defaultPolicySet()]) {
       const cached = createDecider(set, entities);
       const plain = createDecider(set, entities, { decisionCacheSize: 0 });
       expect(cached.stats().status).toBe("on");
@@ -674,7 +705,7 @@ forbid(principal, action == NodeFabric::Action::"pay", resource) when { context.
           node_type_ref: pick([undefined, { node_type_id: "weather.current", version: pick(["1.0.0", "1.2.0"]) }, { node_type_id: "alice", version: "1.2.0" }]),
           run_context: { tenant_id: pick([undefined, "acme", "file-value", "tenant-suspended"]), actor: pick([undefined, { type: "user", id: pick(["alice", "mallory", "bob"]) }, { type: "node_type", id: "alice" }]) },
           constraints: { gates: { side_effect_class: pick([undefined, "read", "write", "irreversible"]), require_approval: pick([true, false]) }, budgets: pick([{}, { max_cost: pick([50, 100, 100.5]) }]) },
-          context: { tenant_id: "ignored", amount: pick([undefined, 10, 10.75, "x"]), limit: pick([undefined, 3, 9]), noise: i },
+          context: { tenant_id: "ignored", amount: pick([undefined, 10, 10.75, "x"]), limit: pick([undefined, 3, 9]), block: pick([undefined, true, false]), open: pick([undefined, 1]), noise: i },
         };
         for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
         // The same request again with only unread parts changed: always a hit, and still Cedar's own answer.
@@ -721,5 +752,25 @@ describe("decision speed", () => {
       `pdp: ${perDecisionMs.toFixed(3)} ms per decision in process (${Math.round(1000 / perDecisionMs)} decisions/s); ` +
         `${httpPerDecisionMs.toFixed(3)} ms per sequential HTTP decision (${Math.round(1000 / httpPerDecisionMs)}/s)`,
     );
+
+    // Requests as the coordinator sends them: every context unique. With and without the decision cache.
+    const unique = (i: number) => [
+      { action: "run.start", run_id: `run_${i}`, run_context: body.run_context, context: { trace_id: `t${i}` } },
+      { ...body, run_id: `run_${i}`, node_run_id: `nr_${i}`, context: { trace_id: `t${i}`, attempt: i } },
+    ];
+    const rates: string[] = [];
+    for (const [name, d] of [
+      ["default policy, cached", createDecider(defaultPolicySet())],
+      ["default policy, uncached", createDecider(defaultPolicySet(), [], { decisionCacheSize: 0 })],
+      ["example policy, cached", createDecider(await loadPolicyFile(EXAMPLE))],
+      ["example policy, uncached", createDecider(await loadPolicyFile(EXAMPLE), [], { decisionCacheSize: 0 })],
+    ] as const) {
+      for (let i = 0; i < 100; i++) for (const r of unique(i)) d.decide(r);
+      const runs = 1000;
+      const t = process.hrtime.bigint();
+      for (let i = 0; i < runs; i++) for (const r of unique(1000 + i)) d.decide(r);
+      rates.push(`${name} ${Math.round((2 * runs) / (Number(process.hrtime.bigint() - t) / 1e9))}/s`);
+    }
+    console.log(`pdp, unique contexts: ${rates.join("; ")}`);
   });
 });

@@ -8,6 +8,7 @@
  * therefore the answer Cedar gave to an identical input. Only Cedar's outcome is cached; every decision (and every
  * approval id) is built afresh from it.
  */
+import { setFlagsFromString } from "node:v8";
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
 import type { AuthorizationAnswer, CedarValueJson, Context, EntityJson, TypeAndId } from "@cedar-policy/cedar-wasm/nodejs";
 import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
@@ -17,6 +18,23 @@ import type { LoadedPolicySet } from "./policy-set.js";
 
 /** At most this many dropped context values are listed in a decision. */
 const MAX_DROPPED_LISTED = 20;
+
+/**
+ * Works around a V8 fault (seen with Node 20's V8 11.3): TurboFan inlines the JS-to-Wasm call of
+ * `statefulIsAuthorized` into its caller, and when that caller's code is thrown away while Cedar runs (a GC that
+ * changes an allocation site's pretenuring decision is enough, and cached outcomes that live long make that likely),
+ * V8 aborts the whole process with "Fatal error … unreachable code" in Deoptimizer::DoComputeBuiltinContinuation.
+ * Without the inlining the call goes through V8's generic wrapper, which deoptimizes cleanly; decisions measured no
+ * slower. The flag is process-wide and only turns that one optimization off. Newer V8s are left alone (an unknown
+ * flag makes V8 print an error).
+ */
+let wasmCallInliningOff = false;
+function turnOffJsToWasmInlining(): void {
+  if (wasmCallInliningOff) return;
+  wasmCallInliningOff = true;
+  const major = Number(process.versions.v8.split(".")[0]);
+  if (major >= 9 && major <= 13) setFlagsFromString("--no-turbo-inline-js-wasm-calls");
+}
 
 /** Outcomes the decision cache holds by default. */
 export const DEFAULT_DECISION_CACHE_SIZE = 10_000;
@@ -89,6 +107,7 @@ function pick(from: Record<string, CedarValueJson>, names: readonly string[], ke
 
 /** Creates the decision function for a loaded policy set and the entities of an entities file. */
 export function createDecider(policySet: LoadedPolicySet, staticEntities: EntityJson[] = [], options: DeciderOptions = {}): Decider {
+  turnOffJsToWasmInlining();
   const staticIndex = new Map<string, number>();
   staticEntities.forEach((e, i) => {
     const uid = uidOf(e);
@@ -106,6 +125,9 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
   const principalAttrs = reads.bounded ? [...reads.principal].sort() : [];
   const resourceAttrs = reads.bounded ? [...reads.resource].sort() : [];
   const bothAttrs = [...new Set([...principalAttrs, ...resourceAttrs])].sort();
+  const usesPrincipal = reads.bounded && reads.vars.has("principal");
+  const usesAction = reads.bounded && reads.vars.has("action");
+  const usesResource = reads.bounded && reads.vars.has("resource");
   const cache = new Map<string, Outcome & { type: "success" }>();
   let hits = 0;
   let misses = 0;
@@ -164,14 +186,23 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
   function outcomeFor(mapped: CedarRequest): Outcome {
     if (offReason !== undefined) return evaluate(mapped, mapped.context, mapped.entities);
 
-    const keyParts: unknown[] = [mapped.principal.type, mapped.principal.id, mapped.action.type, mapped.action.id, mapped.resource.type, mapped.resource.id];
+    // A uid no policy mentions is left out: nothing can then reach it or its attributes (reads through other
+    // entities are unbounded), and request entities bring no parents, so `in` on an entity literal cannot tell.
+    const keyParts: unknown[] = [
+      usesPrincipal ? [mapped.principal.type, mapped.principal.id] : null,
+      usesAction ? [mapped.action.type, mapped.action.id] : null,
+      usesResource ? [mapped.resource.type, mapped.resource.id] : null,
+    ];
     const context = pick(mapped.context, contextKeys, keyParts);
     const entities: EntityJson[] = mapped.entities.map((e) => {
       const uid = uidOf(e);
       const isPrincipal = sameUid(uid, mapped.principal);
       const isResource = sameUid(uid, mapped.resource);
       const names = isPrincipal && isResource ? bothAttrs : isPrincipal ? principalAttrs : isResource ? resourceAttrs : [];
-      keyParts.push("entity", uid.type, uid.id);
+      // The principal's and resource's uids are in the key above when a policy mentions them; any other request
+      // entity, or one that brings parents or tags, is keyed by its uid here.
+      const hasMore = e.parents.length > 0 || (e.tags !== undefined && Object.keys(e.tags).length > 0);
+      keyParts.push("entity", isPrincipal, isResource, (!isPrincipal && !isResource) || hasMore ? [uid.type, uid.id] : null);
       const attrs = pick(e.attrs, names, keyParts);
       // Parents and tags go into the key whole (the mapping gives request entities none today).
       keyParts.push(canonical(e.parents), canonical(e.tags ?? null));

@@ -7,7 +7,8 @@
  * - `context.<key>…` and `context has <key>…`: the top-level key (the request's context values are plain records,
  *   sets and primitives, never entities, so what lies below a key is part of that key's value);
  * - `principal.<attr>`, `principal has <attr>`, `principal.getTag(…)`, and the same on `resource`;
- * - the principal, action and resource themselves (`==`, `in`, `is`, …), which the cache key always holds.
+ * - the principal, action and resource themselves (`==`, `in`, `is`, …, in the scope or the conditions): `vars` says
+ *   which of the three any policy mentions at all; one that none mentions cannot change a decision.
  * Unbounded: `context` used as a value of its own (`context == …`, `{a: context}`, `context is …`, an extension
  * call taking it, …), attributes or tags read off anything but `principal`, `resource` or a `context` path (another
  * entity, `action`, an attribute that holds an entity, a computed value), template slots, and any form of the JSON
@@ -17,8 +18,11 @@ import type { Clause, Expr, PolicyJson } from "@cedar-policy/cedar-wasm/nodejs";
 
 /** The union of what a policy set reads, or why it cannot be bounded. */
 export type PolicyReads =
-  | { bounded: true; context: Set<string>; principal: Set<string>; resource: Set<string> }
+  | { bounded: true; vars: Set<RequestVar>; context: Set<string>; principal: Set<string>; resource: Set<string> }
   | { bounded: false; reason: string };
+
+/** The variables that stand for the request's uids. */
+export type RequestVar = "principal" | "action" | "resource";
 
 class Unbounded extends Error {}
 
@@ -49,6 +53,7 @@ function isContextPath(expr: unknown): boolean {
 }
 
 class Collector {
+  readonly vars = new Set<RequestVar>();
   readonly context = new Set<string>();
   readonly principal = new Set<string>();
   readonly resource = new Set<string>();
@@ -62,6 +67,7 @@ class Collector {
       return;
     }
     if (v === "principal" || v === "resource") {
+      this.vars.add(v);
       if (attr !== undefined) this[v].add(attr);
       // A tag read (attr undefined) depends on the entity's tags, which the cache key holds whole.
       return;
@@ -82,7 +88,10 @@ class Collector {
         return;
       case "Var":
         if (body === "context") throw new Unbounded("uses context as a whole value");
-        if (body === "principal" || body === "action" || body === "resource") return;
+        if (body === "principal" || body === "action" || body === "resource") {
+          this.vars.add(body);
+          return;
+        }
         throw new Unbounded(`uses an unknown variable ${String(body)}`);
       case "Slot":
         throw new Unbounded("has a template slot");
@@ -147,11 +156,14 @@ class Collector {
 
   /** The scope reads only the principal, action and resource uids (and the entity hierarchy); slots are unbounded. */
   scope(policy: PolicyJson): void {
-    for (const c of [policy.principal, policy.action, policy.resource] as unknown as Node[]) {
+    const scopes: Array<[RequestVar, unknown]> = [["principal", policy.principal], ["action", policy.action], ["resource", policy.resource]];
+    for (const [v, scope] of scopes) {
+      const c = scope as Node;
       if (typeof c !== "object" || c === null || !["All", "==", "in", "is"].includes(c.op as string)) {
         throw new Unbounded("has a scope Cedar's JSON does not describe");
       }
       if ("slot" in c || (typeof c.in === "object" && c.in !== null && "slot" in (c.in as Node))) throw new Unbounded("has a template slot");
+      if (c.op !== "All") this.vars.add(v);
     }
   }
 
@@ -172,5 +184,5 @@ export function analysePolicyReads(policies: Array<{ id: string; json: PolicyJso
       throw err;
     }
   }
-  return { bounded: true, context: collector.context, principal: collector.principal, resource: collector.resource };
+  return { bounded: true, vars: collector.vars, context: collector.context, principal: collector.principal, resource: collector.resource };
 }
