@@ -11,6 +11,7 @@ import { buildNodeRegistry } from "./services/node-registry/index.js";
 import { buildSelection } from "./services/selection/index.js";
 import { buildPdp } from "./services/pdp/index.js";
 import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
+import { buildCompositeExecutor } from "./services/composite-executor/index.js";
 import { loadHandlers } from "./services/atomic-executor/handler-loader.js";
 import { buildUnavailableService } from "./services/unavailable-service.js";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
@@ -72,6 +73,22 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         concurrency: config.executor.concurrency,
         defaultTimeoutMs: config.executor.default_timeout_ms,
         maxTimeoutMs: config.executor.max_timeout_ms,
+      });
+    }
+    case "composite-executor": {
+      // The same handler packages as the atomic executor: each executor serves the definitions of its own kind.
+      const discover = config.handlers.length === 0 && config.discover.length === 0 ? ["."] : config.discover;
+      const handlers = await loadHandlers({
+        handlers: config.handlers,
+        discover: discover.map((d) => path.resolve(config.base_dir, d)),
+        cwd: config.base_dir,
+      });
+      return buildCompositeExecutor({
+        logger,
+        handlers,
+        registryUrl: serviceUrl(config, "node-registry"),
+        selectionUrl: serviceUrl(config, "selection"),
+        publicUrl: servicePort(config, "composite-executor") === 0 && !config.services["composite-executor"]?.url ? undefined : serviceUrl(config, "composite-executor"),
       });
     }
     case "run-coordinator":

@@ -181,6 +181,51 @@ async function slowUpstream(n) {
   }
 }
 
+/** The fan-out floor: one fastify server making N undici POSTs to another with Promise.all, once per request. */
+async function fanoutFloor(n) {
+  const echo = await startEchoFloor();
+  const pool = new Pool(address(echo), { connections: 128 });
+  const app = Fastify({ logger: false });
+  app.post("/fanout", async () => {
+    const results = await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const res = await pool.request({ method: "POST", path: "/echo", headers: { "content-type": "application/json" }, body: JSON.stringify({ inputs: { item: `item-${i}` } }) });
+        return res.body.json();
+      }),
+    );
+    return { state: "completed", outputs: { count: results.length } };
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  try {
+    await burst(address(app), "/fanout", 1, () => ({}));
+    return await withPeakRss(() => burst(address(app), "/fanout", 1, () => ({}), {}, (b) => b.state === "completed"));
+  } finally {
+    await app.close();
+    await pool.close();
+    await echo.close();
+  }
+}
+
+/** One composite with N demo.echo children, through the gateway, waiting for the run's end. */
+async function fanout(n) {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
+  const config = loadConfig({ cwd: repo, env: {}, flags: { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo", "@nodefabric/handler-examples"] } });
+  const fabric = await startFabric(config);
+  try {
+    for (let i = 0; i < 200; i++) {
+      const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=examples.fanout`);
+      if ((await r.body.json()).length > 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const items = Array.from({ length: n }, (_, i) => `item-${i}`);
+    const body = () => ({ root_node_type_ref: { node_type_id: "examples.fanout", version: "1.0.0" }, input: { items } });
+    return await withPeakRss(() => burst(fabric.urls["run-gateway"], "/v1/runs", 1, body, { prefer: "wait=60" }, (b) => b.state === "completed"));
+  } finally {
+    await fabric.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 const scenarios = [
   {
     name: "atomic-execute",
@@ -203,6 +248,13 @@ const scenarios = [
     run: () => slowUpstream(1000),
     higherIsBetter: false,
   },
+  ...[1000, 10000].map((n) => ({
+    name: `fanout-${n}`,
+    describe: `one composite (examples.fanout) with ${n} demo.echo children, through the gateway; wall time`,
+    floor: { name: `fanout-${n}-floor`, describe: `one fastify route making ${n} undici POSTs to another with Promise.all`, run: () => fanoutFloor(n) },
+    run: () => fanout(n),
+    higherIsBetter: false,
+  })),
 ];
 
 const results = [];

@@ -4,9 +4,16 @@
  */
 export { defineAtomic, isAtomicDefinition, isDefinition, SDK_VERSION, DEFINITION_BRAND } from "./define-atomic.js";
 export { HandlerError, type HandlerErrorOptions } from "./handler-error.js";
+export { defineComposite, isCompositeDefinition } from "./define-composite.js";
+export { ChildFailedError } from "./child-failed-error.js";
 export type {
   AtomicContext,
   AtomicDefinition,
+  CallOptions,
+  ChildRun,
+  CompositeContext,
+  CompositeDefinition,
+  CompositeFn,
   DefinitionKind,
   FabricDefinition,
   HandlerFn,
@@ -19,3 +26,5 @@ export type {
   UpstreamRequestOptions,
   UpstreamResponse,
 } from "./types.js";
+// Wire types a composite's code works with, re-exported so a handler package needs no second import.
+export type { CandidateSet, ConstraintEnvelope, EvaluationResult, FabricErrorBody, Metadata, NodeTypeRef, RecoveryAction, SubtaskSpec } from "@nodefabric/schemas";

@@ -1,7 +1,7 @@
 /**
  * The types a handler author writes against: the definition of a node type and the context a handler runs in.
  */
-import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
+import type { CandidateSet, ConstraintEnvelope, EvaluationResult, Metadata, NodeType, NodeTypeRef, RecoveryAction, SubtaskSpec } from "@nodefabric/schemas";
 
 /** Any JSON value. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
@@ -87,4 +87,53 @@ export interface AtomicDefinition<I = JsonObject, O = JsonObject> extends Fabric
   readonly kind: "atomic";
   readonly nodeType: NodeType & { kind: "atomic" };
   readonly handler: HandlerFn<I, O>;
+}
+
+/** Options of `ctx.call` and `ctx.spawn`. */
+export interface CallOptions {
+  /** The candidate set the node type was chosen from; the child is then bound to it (checked by the coordinator). */
+  candidateSet?: CandidateSet;
+  /** Constraints for the child, merged with the run's and the node type's (the strictest wins). */
+  constraints?: ConstraintEnvelope;
+  metadata?: Metadata;
+}
+
+/** A child NodeRun started by `ctx.spawn`. */
+export interface ChildRun {
+  /** The child's id, once the coordinator created it. */
+  readonly node_run_id: Promise<string>;
+  readonly node_type_ref: NodeTypeRef;
+  /** The child's outputs; rejects with a `ChildFailedError` when it failed or was canceled. */
+  readonly result: Promise<JsonObject>;
+}
+
+/** What a composite's `run` gets besides its inputs. */
+export interface CompositeContext {
+  readonly run_id: string;
+  readonly node_run_id: string;
+  readonly node_type_ref: NodeTypeRef;
+  /** Fires when the composite is canceled; pending calls then reject. */
+  readonly signal: AbortSignal;
+  readonly log: HandlerLogger;
+  /** Runs a child NodeRun and resolves with its outputs; rejects with a `ChildFailedError` when it fails. */
+  call(ref: NodeTypeRef, inputs: JsonObject, options?: CallOptions): Promise<JsonObject>;
+  /** Starts a child NodeRun without waiting for it. */
+  spawn(ref: NodeTypeRef, inputs: JsonObject, options?: CallOptions): ChildRun;
+  /** Asks Selection for a bounded, ranked candidate set for a subtask. */
+  select(subtask: SubtaskSpec, constraints?: ConstraintEnvelope): Promise<CandidateSet>;
+  /**
+   * Reports an evaluation of a child NodeRun and applies the recovery action: `retry` and `remap` run a new child
+   * and resolve with its outputs, `abort` rejects (failing the composite unless caught), the others resolve undefined.
+   */
+  evaluate(child: string, result: EvaluationResult, recoveryAction?: RecoveryAction): Promise<JsonObject | undefined>;
+}
+
+/** A composite's code: inputs in, outputs (a JSON object) out, children through `ctx`. */
+export type CompositeFn<I = JsonObject, O = JsonObject> = (inputs: I, ctx: CompositeContext) => Promise<O>;
+
+/** A composite node type and its code, as made by `defineComposite`. */
+export interface CompositeDefinition<I = JsonObject, O = JsonObject> extends FabricDefinition {
+  readonly kind: "composite";
+  readonly nodeType: NodeType & { kind: "composite" };
+  readonly run: CompositeFn<I, O>;
 }
