@@ -215,7 +215,8 @@ export class RunEngine {
 
   /** POST /v1/runs: stores the Run and its root NodeRun durably, then answers. */
   async startRun(req: RunStartRequest, caller: Caller = {}): Promise<Run> {
-    const requestHash = hashOf({ req, tenant: caller.tenant_id ?? null });
+    // Only a client-chosen run_id can be repeated, so only then is the request's hash worth its cost.
+    const requestHash = req.run_id ? hashOf({ req, tenant: caller.tenant_id ?? null }) : "";
     const runId = req.run_id ?? newId("run");
     return this.withLock(runId, async () => {
       if (req.run_id) {
