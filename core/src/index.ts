@@ -18,3 +18,5 @@ export { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition } from "./services/atomic-executor/handler-loader.js";
 export type { AtomicExecutorOptions } from "./services/atomic-executor/index.js";
 export { buildRunCoordinator, type RunCoordinatorOptions } from "./services/run-coordinator/index.js";
+export { buildCompositeExecutor, type CompositeExecutorOptions } from "./services/composite-executor/index.js";
+export { CoordinatorClient } from "./clients/coordinator-client.js";

@@ -38,7 +38,7 @@ describe("fabric dev, as a user runs it", () => {
     }
   });
 
-  it("runs a node through the gateway, and answers the composite executor with 503 until it arrives", async () => {
+  it("runs a node through the gateway, and refuses a bad composite begin with 400", async () => {
     const registry = fabric.urls["node-registry"];
     await eventually(async () => {
       const r = await json("GET", `${registry}/v1/executors?node_type_id=demo.echo`);
@@ -48,8 +48,8 @@ describe("fabric dev, as a user runs it", () => {
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ state: "completed", extensions: { "nodefabric.outputs": { echo: { a: 1 } } } });
     const c = await json("POST", `${fabric.urls["composite-executor"]}/v1/composite-node-runs:begin`, {});
-    expect(c.status).toBe(503);
-    expect(c.body.error.code).toBe("unavailable");
+    expect(c.status).toBe(400);
+    expect(c.body.error.code).toBe("invalid_request");
   });
 
   it("discovers the demo handlers, publishes them, and executes one", async () => {

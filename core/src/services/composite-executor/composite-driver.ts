@@ -1,0 +1,330 @@
+/**
+ * Drives one composite NodeRun: runs its code (or plan) with a CompositeContext, follows the composite's event stream
+ * (one stream, resumed with `after_seq` when it breaks, never polled) to learn how children end, and reports the
+ * result with `:complete`. A composite ended by someone else (canceled, its run ended) stops without reporting.
+ */
+import type { FastifyBaseLogger } from "fastify";
+import type {
+  CandidateSet,
+  CandidateSetRequest,
+  CompositeBeginRequest,
+  ConstraintEnvelope,
+  EvaluationResult,
+  FabricErrorBody,
+  NodeRunCompleteRequest,
+  NodeRunCreateSpec,
+  NodeRunEvaluationReportRequest,
+  RecoveryAction,
+  RunEvent,
+  SubtaskSpec,
+} from "@nodefabric/schemas";
+import { clock } from "../../clock.js";
+import { FabricError } from "../../http/errors.js";
+import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
+import type { CoordinatorClient } from "../../clients/coordinator-client.js";
+import type { SelectionClient } from "../../clients/selection-client.js";
+import { mergeConstraints } from "../../engine/constraints.js";
+import { ChildFailedError } from "../../sdk/child-failed-error.js";
+import { HandlerError } from "../../sdk/handler-error.js";
+import type { CompositeContext, HandlerLogger, JsonObject } from "../../sdk/types.js";
+import { ChildCalls, asHandlerError, isRetryable, pause, type ChildRequest } from "./child-calls.js";
+import type { CompositeTarget } from "./composite-targets.js";
+import { PlanEvaluationError, PlanInvalidError } from "./plan/index.js";
+
+export interface CompositeDriverOptions {
+  begin: CompositeBeginRequest;
+  target: CompositeTarget;
+  client: CoordinatorClient;
+  selection?: SelectionClient;
+  log: FastifyBaseLogger;
+  /** Called once when the driver stops, whatever the reason. */
+  onEnd(driver: CompositeDriver): void;
+}
+
+/**
+ * The events a driver acts on ("run_completed" also matches "node_run_completed"). Skipped events are never seen, so
+ * a resumed stream may repeat some of them after the last seq seen; that is harmless, as they are skipped again.
+ */
+const FOLLOWED_TYPES = ["run_completed", "node_run_created"];
+
+/** How long `:complete` is retried while the coordinator cannot be reached. */
+const COMPLETE_RETRY_WINDOW_MS = 5 * 60_000;
+
+function isPlainObject(v: unknown): v is JsonObject {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function describeValue(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (v === null) return "null";
+  return Array.isArray(v) ? "an array" : `a ${typeof v}`;
+}
+
+/** The `error` a composite fails with, from what its code threw. */
+export function failureOf(err: unknown): FabricErrorBody {
+  if (ChildFailedError.is(err)) {
+    return { code: "child_failed", message: err.message, details: { node_run_id: err.node_run_id, error: err.error } };
+  }
+  if (err instanceof PlanInvalidError) {
+    return { code: "handler_error", message: err.message, details: { errors: err.issues } };
+  }
+  if (err instanceof PlanEvaluationError) {
+    const details: Record<string, unknown> = { field: err.field };
+    if (err.step !== undefined) details.step = err.step;
+    if (err.item !== undefined) details.item = err.item;
+    return { code: "handler_error", message: err.message, details };
+  }
+  if (HandlerError.is(err)) {
+    const body: FabricErrorBody = { code: err.code, message: err.message };
+    if (err.details !== undefined) body.details = err.details;
+    if (err.retryable !== undefined) body.retryable = err.retryable;
+    return body;
+  }
+  // Only the message crosses the wire: stacks stay in the executor's log.
+  return { code: "handler_error", message: err instanceof Error ? err.message : `the composite threw ${describeValue(err)}` };
+}
+
+/** The options of a retried child that still apply: its constraints, metadata and binding. */
+function retrySpecOf(spec: NodeRunCreateSpec): NodeRunCreateSpec | undefined {
+  const base: Partial<NodeRunCreateSpec> = {};
+  if (spec.constraints) base.constraints = spec.constraints;
+  if (spec.metadata) base.metadata = spec.metadata;
+  if (spec.candidate_set_id) base.candidate_set_id = spec.candidate_set_id;
+  if (spec.binding_decision) base.binding_decision = spec.binding_decision;
+  return Object.keys(base).length > 0 ? (base as NodeRunCreateSpec) : undefined;
+}
+
+/** One composite NodeRun being driven by this executor. */
+export class CompositeDriver {
+  readonly nodeRunId: string;
+  private phase: "running" | "completing" | "done" = "running";
+  private readonly cancelController = new AbortController();
+  private readonly streamController = new AbortController();
+  private lastSeq = -1;
+  private readonly calls: ChildCalls;
+  private token?: string;
+  private logger?: HandlerLogger;
+
+  constructor(private readonly o: CompositeDriverOptions) {
+    this.nodeRunId = o.begin.node_run_id;
+    this.token = o.begin.assignment_token;
+    this.calls = new ChildCalls({
+      runId: o.begin.run_id,
+      parentId: o.begin.node_run_id,
+      client: o.client,
+      token: () => this.token,
+      signal: this.cancelController.signal,
+      log: o.log,
+    });
+  }
+
+  /** Starts following the stream and running the composite, both in the background. */
+  start(): void {
+    void this.follow();
+    void this.drive();
+  }
+
+  /** Takes the token of a repeated `:begin`: the coordinator mints one per `:begin`, and the first may expire. */
+  refreshToken(token: string | undefined): void {
+    if (token) this.token = token;
+  }
+
+  /** Stops driving without reporting: ctx.signal fires and pending calls reject. */
+  stop(reason: "canceled" | "ended" | "shutdown"): void {
+    if (this.phase === "done") return;
+    this.phase = "done";
+    const err = new HandlerError("canceled", reason === "shutdown" ? "the composite executor is shutting down" : "the composite was canceled");
+    this.cancelController.abort(err);
+    this.calls.failAll(err);
+    this.streamController.abort();
+    this.o.onEnd(this);
+  }
+
+  private isStopped(): boolean {
+    return this.phase === "done";
+  }
+
+  private get log(): HandlerLogger {
+    // A pino child per composite, made on first use.
+    return (this.logger ??= this.o.log.child({
+      run_id: this.o.begin.run_id,
+      node_run_id: this.nodeRunId,
+      node_type_id: this.o.begin.node_type_ref.node_type_id,
+    }) as unknown as HandlerLogger);
+  }
+
+  private context(): CompositeContext {
+    const { begin } = this.o;
+    const calls = this.calls;
+    const driver = this;
+    return {
+      run_id: begin.run_id,
+      node_run_id: begin.node_run_id,
+      node_type_ref: { node_type_id: begin.node_type_ref.node_type_id, version: begin.node_type_ref.version },
+      signal: this.cancelController.signal,
+      get log() {
+        return driver.log;
+      },
+      call: (ref, inputs, options) => calls.spawn(ref, inputs, options).result,
+      spawn: (ref, inputs, options) => calls.spawn(ref, inputs, options),
+      select: (subtask, constraints) => this.select(subtask, constraints),
+      evaluate: (child, result, action) => this.evaluate(child, result, action),
+    };
+  }
+
+  private async drive(): Promise<void> {
+    const { begin, target } = this.o;
+    let body: NodeRunCompleteRequest;
+    if (!target.validateInputs(begin.inputs)) {
+      body = {
+        state: "failed",
+        error: {
+          code: "invalid_inputs",
+          message: `the inputs do not match the input_schema of ${begin.node_type_ref.node_type_id}`,
+          details: { errors: dedupeIssues(issuesFromAjv(target.validateInputs.errors)) },
+        },
+      };
+    } else {
+      try {
+        const outputs = await target.run(begin.inputs as JsonObject, this.context());
+        body = isPlainObject(outputs)
+          ? { state: "completed", outputs }
+          : { state: "failed", error: { code: "handler_error", message: `the composite must resolve with a JSON object, not ${describeValue(outputs)}` } };
+      } catch (err) {
+        body = { state: "failed", error: failureOf(err) };
+        if (!HandlerError.is(err) && !ChildFailedError.is(err)) this.log.debug({ err }, "composite threw");
+      }
+    }
+    if (this.phase !== "running") return;
+    this.phase = "completing";
+    await this.complete(body);
+    // A cancel may have stopped the driver while `:complete` was on its way.
+    if (this.isStopped()) return;
+    this.phase = "done";
+    this.streamController.abort();
+    this.o.onEnd(this);
+  }
+
+  private async complete(body: NodeRunCompleteRequest): Promise<void> {
+    const until = clock.now() + COMPLETE_RETRY_WINDOW_MS;
+    let delay = 100;
+    for (;;) {
+      try {
+        await this.o.client.completeNodeRun(this.nodeRunId, body, this.token);
+        return;
+      } catch (err) {
+        // Ended meanwhile (canceled, its run failed): nothing left to report.
+        if (FabricError.is(err) && err.code === "node_run_terminal") return;
+        if (!isRetryable(err) || clock.now() + delay > until) {
+          this.o.log.error({ err, node_run_id: this.nodeRunId }, "the coordinator refused the composite's :complete");
+          return;
+        }
+        await pause(delay);
+        delay = Math.min(delay * 2, 2000);
+      }
+    }
+  }
+
+  /** Follows the composite's events until it ends, resuming after the last seq seen when the stream breaks. */
+  private async follow(): Promise<void> {
+    const signal = this.streamController.signal;
+    let delay = 100;
+    while (!signal.aborted) {
+      const before = this.lastSeq;
+      try {
+        await this.o.client.followNodeRunEvents(this.nodeRunId, (e) => this.onEvent(e), {
+          afterSeq: this.lastSeq,
+          token: this.token,
+          signal,
+          types: FOLLOWED_TYPES,
+        });
+      } catch (err) {
+        if (signal.aborted) return;
+        if (FabricError.is(err) && (err.code === "node_run_not_found" || err.code === "run_not_found")) {
+          this.o.log.warn({ node_run_id: this.nodeRunId }, "the coordinator does not know this composite; it is no longer driven");
+          this.stop("ended");
+          return;
+        }
+        this.o.log.warn({ err: (err as Error).message, node_run_id: this.nodeRunId, after_seq: this.lastSeq }, "the composite's event stream broke; resuming");
+      }
+      if (signal.aborted) return;
+      if (this.lastSeq > before) delay = 100;
+      await pause(delay, signal);
+      delay = Math.min(delay * 2, 2000);
+    }
+  }
+
+  private onEvent(e: RunEvent): void {
+    if (e.seq <= this.lastSeq) return;
+    this.lastSeq = e.seq;
+    if ((e.type === "node_run_completed" && e.node_run_id === this.nodeRunId) || e.type === "run_completed") {
+      if (this.phase === "running") this.stop("ended");
+      else this.streamController.abort();
+      return;
+    }
+    this.calls.onEvent(e);
+  }
+
+  private async select(subtask: SubtaskSpec, constraints?: ConstraintEnvelope): Promise<CandidateSet> {
+    const selection = this.o.selection;
+    if (!selection) throw new HandlerError("upstream_error", "this composite executor has no Selection service configured (selectionUrl)");
+    const request: CandidateSetRequest = { subtask_spec: subtask };
+    // The composite's own limits (allow and deny lists, side-effect cap) bound what Selection may propose.
+    const merged = constraints ? mergeConstraints(this.o.begin.constraints, constraints) : this.o.begin.constraints;
+    if (merged && Object.keys(merged).length > 0) request.constraints = merged;
+    if (this.o.begin.run_context) request.run_context = this.o.begin.run_context;
+    try {
+      return await selection.createCandidateSet(request);
+    } catch (err) {
+      throw asHandlerError(err);
+    }
+  }
+
+  private async childRequest(nodeRunId: string): Promise<ChildRequest> {
+    const known = this.calls.request(nodeRunId);
+    if (known) return known;
+    // A child of an earlier incarnation that this one has not called again: ask the coordinator.
+    try {
+      const nr = await this.o.client.getNodeRun(nodeRunId, this.token);
+      if (nr.parent_node_run_id !== this.nodeRunId) {
+        throw new HandlerError("invalid_request", `node run ${nodeRunId} is not a child of this composite`, { details: { node_run_id: nodeRunId } });
+      }
+      const inputs = (nr.inputs ?? {}) as JsonObject;
+      return { node_type_ref: nr.node_type_ref, inputs, spec: { node_type_ref: nr.node_type_ref, inputs } };
+    } catch (err) {
+      throw asHandlerError(err);
+    }
+  }
+
+  private async evaluate(child: string, result: EvaluationResult, action?: RecoveryAction): Promise<JsonObject | undefined> {
+    // The new child's call index is taken now, not after the report answers, so the order of calls never depends
+    // on timing (a replay must give every call the same key).
+    const index = action?.type === "retry" || action?.type === "remap" ? this.calls.reserveIndex() : undefined;
+    const body: NodeRunEvaluationReportRequest = { evaluation_result: result };
+    if (action) body.recovery_action = action;
+    try {
+      await this.o.client.reportEvaluation(child, body, this.token);
+    } catch (err) {
+      throw asHandlerError(err);
+    }
+    switch (action?.type) {
+      case "retry": {
+        const req = await this.childRequest(child);
+        return this.calls.spawn(req.node_type_ref, req.inputs, {}, { index, base: retrySpecOf(req.spec), extensions: { "nodefabric.retry_of": child } }).result;
+      }
+      case "remap": {
+        const target = action.target_node_type_ref;
+        if (!target) throw new HandlerError("invalid_request", "a remap recovery action needs target_node_type_ref");
+        const req = await this.childRequest(child);
+        return this.calls.spawn(target, req.inputs, {}, { index, extensions: { "nodefabric.remap_of": child } }).result;
+      }
+      case "abort":
+        throw new HandlerError("child_failed", action.message ?? `the composite aborted after evaluating child ${child}`, {
+          details: { node_run_id: child, recovery: "abort", evaluation_result: result },
+        });
+      default:
+        // decompose_further and ask_user are recorded; what follows is up to the composite's code.
+        return undefined;
+    }
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * The Composite Executor: accepts composite NodeRuns with `POST /v1/composite-node-runs:begin`, drives each in the
+ * background (children through the coordinator, ends from its event stream), stops one on `:cancel`, and announces
+ * its composite node types to the Node Registry.
+ */
+import type { FastifyInstance } from "fastify";
+import type { CompositeBeginRequest, CompositeBeginResponse, NodeType } from "@nodefabric/schemas";
+import { createService, type HealthCheck } from "../../http/service.js";
+import { ref } from "../../http/validation.js";
+import { clock } from "../../clock.js";
+import { CoordinatorClient } from "../../clients/coordinator-client.js";
+import { RegistryClient } from "../../clients/registry-client.js";
+import { SelectionClient } from "../../clients/selection-client.js";
+import { isCompositeDefinition } from "../../sdk/define-composite.js";
+import type { LoadedHandlers } from "../atomic-executor/handler-loader.js";
+import { RegistryRegistration } from "../atomic-executor/registry-registration.js";
+import { CompositeDriver } from "./composite-driver.js";
+import { CompositeTargets } from "./composite-targets.js";
+
+export interface CompositeExecutorOptions {
+  /** pino options, `false` to silence. */
+  logger?: boolean | Record<string, unknown>;
+  /** Loaded handler packages; the composite definitions among them are served. */
+  handlers: LoadedHandlers;
+  /** Node Registry: composite node types are published there, and plans of published node types are read from it. */
+  registryUrl: string;
+  /** Selection service that `ctx.select` asks. */
+  selectionUrl?: string;
+  /** URL the coordinator reaches this executor at (default: derived from the listening address). */
+  publicUrl?: string;
+  executorInstanceId?: string;
+}
+
+/** How long a canceled node_run_id is remembered, so a `:begin` that loses the race to its cancel does nothing. */
+const CANCEL_MEMORY_MS = 60_000;
+const CANCEL_MEMORY_SIZE = 10_000;
+
+const cancelParams = {
+  type: "object",
+  required: ["node_run_id"],
+  properties: { node_run_id: { type: "string", minLength: 1, maxLength: 256 } },
+} as const;
+
+/** Builds the Composite Executor service (not yet listening); registration starts when it listens. */
+export async function buildCompositeExecutor(options: CompositeExecutorOptions): Promise<FastifyInstance> {
+  const composite = options.handlers.definitions.filter((d) => isCompositeDefinition(d.definition));
+  const registry = new RegistryClient(options.registryUrl, { connections: 8, headersTimeoutMs: 10_000 });
+  const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { connections: 32 }) : undefined;
+  const targets = new CompositeTargets(composite, options.handlers, registry);
+  const driving = new Map<string, CompositeDriver>();
+  const canceled = new Map<string, number>();
+  const coordinators = new Map<string, CoordinatorClient>();
+  let completed = 0;
+  let registration: RegistryRegistration | undefined;
+
+  const health = (): HealthCheck[] => [
+    {
+      name: "handlers",
+      status: "ok",
+      ...(composite.length === 0 ? { message: "no composite definitions are loaded; only declarative plans from the registry are served" } : {}),
+      details: {
+        count: composite.length,
+        node_types: composite.map((d) => ({
+          node_type_id: d.definition.nodeType.node_type_id,
+          version: d.definition.nodeType.version,
+          ...(d.source.package ? { package: d.source.package } : {}),
+          ...(d.source.version ? { package_version: d.source.version } : {}),
+        })),
+      },
+    },
+    { name: "driving", status: "ok", details: { count: driving.size, ended: completed } },
+    registration ? registration.check() : { name: "registry_registration", status: "ok", message: "waiting for the executor to listen" },
+  ];
+
+  const app = createService({ name: "composite-executor", logger: options.logger, health });
+
+  registration = new RegistryRegistration({
+    registryUrl: options.registryUrl,
+    kind: "composite",
+    nodeTypes: composite.map((d) => d.definition.nodeType as NodeType),
+    logger: app.log,
+    executorInstanceId: options.executorInstanceId,
+    publicUrl: options.publicUrl,
+  });
+  const reg = registration;
+  app.addHook("onListen", async () => {
+    const addr = app.server.address();
+    if (typeof addr === "object" && addr) reg.start({ host: addr.address, port: addr.port });
+  });
+
+  const coordinator = (endpoint: string): CoordinatorClient => {
+    const base = endpoint.replace(/\/+$/, "");
+    let c = coordinators.get(base);
+    if (!c) {
+      c = new CoordinatorClient(base, { connections: 64 });
+      coordinators.set(base, c);
+    }
+    return c;
+  };
+
+  const wasCanceled = (nodeRunId: string): boolean => {
+    const at = canceled.get(nodeRunId);
+    if (at === undefined) return false;
+    if (clock.now() - at > CANCEL_MEMORY_MS) {
+      canceled.delete(nodeRunId);
+      return false;
+    }
+    return true;
+  };
+
+  app.post("/v1/composite-node-runs::begin", { schema: { body: ref("composite_begin_request") } }, async (req): Promise<CompositeBeginResponse> => {
+    const begin = req.body as CompositeBeginRequest;
+    const id = begin.node_run_id;
+    const current = driving.get(id);
+    if (current) {
+      current.refreshToken(begin.assignment_token);
+      return { accepted: true, message: "already running" };
+    }
+    // An unknown node type is refused before anything starts (404 unknown_node_type).
+    const target = await targets.resolve(begin.node_type_ref);
+    // A second :begin may have arrived while the node type was looked up.
+    const raced = driving.get(id);
+    if (raced) {
+      raced.refreshToken(begin.assignment_token);
+      return { accepted: true, message: "already running" };
+    }
+    if (wasCanceled(id)) return { accepted: true, message: "canceled" };
+    const driver = new CompositeDriver({
+      begin,
+      target,
+      client: coordinator(begin.coordinator_endpoint),
+      selection,
+      log: app.log,
+      onEnd: (d) => {
+        if (driving.get(d.nodeRunId) === d) driving.delete(d.nodeRunId);
+        completed++;
+      },
+    });
+    driving.set(id, driver);
+    driver.start();
+    return { accepted: true };
+  });
+
+  // The regex ends the parameter before the literal ":cancel" (and still allows colons inside the id).
+  app.post("/v1/composite-node-runs/:node_run_id(.+)::cancel", { schema: { params: cancelParams } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    canceled.set(node_run_id, clock.now());
+    if (canceled.size > CANCEL_MEMORY_SIZE) {
+      for (const k of canceled.keys()) {
+        canceled.delete(k);
+        if (canceled.size <= CANCEL_MEMORY_SIZE) break;
+      }
+    }
+    driving.get(node_run_id)?.stop("canceled");
+    return reply.code(204).send();
+  });
+
+  app.addHook("onClose", async () => {
+    // Stopped without reporting: the coordinator sends `:begin` again (here or elsewhere) and the composite replays.
+    for (const d of [...driving.values()]) d.stop("shutdown");
+    await reg.stop();
+    await Promise.all([registry.close(), selection?.close(), ...[...coordinators.values()].map((c) => c.close())]);
+  });
+
+  return app;
+}
