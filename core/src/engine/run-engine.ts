@@ -122,6 +122,18 @@ interface DispatchPlan {
   run: RunRecord;
 }
 
+/** An executor's answer waiting to be recorded. */
+interface PendingResult {
+  runId: string;
+  nodeRunId: string;
+  attempt: number;
+  nodeType: NodeType;
+  durationMs: number;
+  result?: AtomicExecuteResult;
+  failure?: FabricErrorBody;
+  done: { resolve: () => void; reject: (err: unknown) => void };
+}
+
 /** Work for the dispatcher: a claimed NodeRun to prepare, or a plan to send. */
 type DispatchWork = { claimed: NodeRunRecord } | { plan: DispatchPlan };
 
@@ -140,6 +152,7 @@ export class RunEngine {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly running = new Map<string, { endpoint: string; attempt: number }>();
+  private readonly pendingResults = new Map<string, PendingResult[]>();
   /** When each composite last made progress (children created or ended, evaluations), in memory. */
   private readonly progress = new Map<string, number>();
   private readonly outputValidators = new Map<string, ValidateFunction>();
@@ -512,7 +525,7 @@ export class RunEngine {
     } finally {
       this.running.delete(nr.node_run_id);
     }
-    await this.withLock(nr.run_id, () => this.recordResult(nr.node_run_id, nr.attempt, nodeType, clock.now() - started, result, failure));
+    await this.recordResult({ runId: nr.run_id, nodeRunId: nr.node_run_id, attempt: nr.attempt, nodeType, durationMs: clock.now() - started, result, failure });
   }
 
   /** Hands a composite to its executor; one that refuses or cannot be reached is retried later. */
@@ -700,11 +713,41 @@ export class RunEngine {
     return undefined;
   }
 
-  private async recordResult(nodeRunId: string, attempt: number, nodeType: NodeType, durationMs: number, result?: AtomicExecuteResult, failure?: FabricErrorBody): Promise<void> {
+  /**
+   * Records an executor's answer. Answers for one run are grouped: whoever takes the run's lock applies every
+   * answer queued for that run so far, in one batch, so a composite with thousands of children does not commit
+   * them one lock turn (and one tick) at a time.
+   */
+  private recordResult(item: Omit<PendingResult, "done">): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let queue = this.pendingResults.get(item.runId);
+      if (!queue) {
+        queue = [];
+        this.pendingResults.set(item.runId, queue);
+        void this.withLock(item.runId, () => this.drainResults(item.runId)).catch(() => undefined);
+      }
+      queue.push({ ...item, done: { resolve, reject } });
+    });
+  }
+
+  private async drainResults(runId: string): Promise<void> {
+    const queue = this.pendingResults.get(runId) ?? [];
+    this.pendingResults.delete(runId);
+    try {
+      const run = await this.o.store.getRun(runId);
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+      if (run) for (const item of queue) await this.applyResult(batch, run, item);
+      await this.write(batch);
+      for (const item of queue) item.done.resolve();
+    } catch (err) {
+      for (const item of queue) item.done.reject(err);
+    }
+  }
+
+  private async applyResult(batch: WriteBatch, run: RunRecord, item: PendingResult): Promise<void> {
+    const { nodeRunId, attempt, nodeType, durationMs, result, failure } = item;
     const nr = await this.o.store.getNodeRun(nodeRunId);
     if (!nr || isTerminal(nr.state) || nr.attempt !== attempt) return; // canceled meanwhile, or a stale attempt
-    const run = (await this.o.store.getRun(nr.run_id))!;
-    const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
     const state = result ? ((result.state as string) === "succeeded" ? "completed" : result.state) : "failed";
     const error = failure ?? (result?.error as FabricErrorBody | undefined);
     const data: Record<string, unknown> = { state, attempt, duration_ms: durationMs };
@@ -712,22 +755,12 @@ export class RunEngine {
     batch.events!.push(event("atomic_executed", nr.run_id, nr.node_run_id, data));
     if (state === "completed") {
       this.finishNodeRun(batch, run, nr, "completed", (result!.outputs ?? {}) as Record<string, unknown>);
-      await this.write(batch);
       return;
     }
     const err = error ?? errorBody("handler_error", `the executor answered ${state}`);
-    if (state === "canceled") {
-      this.finishNodeRun(batch, run, nr, "canceled", undefined, err);
-      await this.write(batch);
-      return;
-    }
-    if (err.retryable === true) {
-      this.scheduleRetry(batch, run, nr, nodeType, err);
-      await this.write(batch);
-      return;
-    }
-    this.finishNodeRun(batch, run, nr, "failed", undefined, err);
-    await this.write(batch);
+    if (state === "canceled") this.finishNodeRun(batch, run, nr, "canceled", undefined, err);
+    else if (err.retryable === true) this.scheduleRetry(batch, run, nr, nodeType, err);
+    else this.finishNodeRun(batch, run, nr, "failed", undefined, err);
   }
 
   // ---------------------------------------------------------------- recovery and budgets
