@@ -1,31 +1,13 @@
 import { describe, it, expect, afterAll } from "vitest";
 import { mkdtempSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
 import { call, eventually, readNdjson } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.once("error", () => resolve(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
-  });
-}
-
-/** Seven consecutive free ports, so the fabric comes back on the same addresses after a restart. */
-async function freePortBase(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
-    const free = await Promise.all(Array.from({ length: 7 }, (_, k) => portFree(base + k)));
-    if (free.every(Boolean)) return base;
-  }
-  throw new Error("no free port range");
-}
 
 const TERMINAL = new Set(["completed", "failed", "canceled"]);
 

@@ -2,6 +2,7 @@
  * Runs the built `fabric` CLI as a user would, as a child process, for end-to-end tests.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import net from "node:net";
 import { fileURLToPath } from "node:url";
 
 export const CLI = fileURLToPath(new URL("../../core/dist/cli/main.js", import.meta.url));
@@ -61,4 +62,22 @@ export function runFabric(args: string[], options: { cwd?: string; env?: NodeJS.
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
     child.on("exit", (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+  });
+}
+
+/** Seven consecutive free ports, so a fabric can come back on the same addresses after a restart. */
+export async function freePortBase(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const base = 20000 + Math.floor(Math.random() * 30000);
+    const free = await Promise.all(Array.from({ length: 7 }, (_, k) => portFree(base + k)));
+    if (free.every(Boolean)) return base;
+  }
+  throw new Error("no free port range");
 }

@@ -1,29 +1,13 @@
 import { describe, it, expect, afterAll } from "vitest";
 import { mkdtempSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
 import { call, eventually, readNdjson } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.once("error", () => resolve(false));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
-  });
-}
-
-async function freePortBase(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
-    if ((await Promise.all(Array.from({ length: 7 }, (_, k) => portFree(base + k)))).every(Boolean)) return base;
-  }
-  throw new Error("no free port range");
-}
 
 describe("fabric start: one service per process, wired over HTTP", () => {
   const procs: FabricProcess[] = [];

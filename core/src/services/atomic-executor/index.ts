@@ -16,7 +16,7 @@ import type { HandlerSecrets } from "../../sdk/types.js";
 import { executeAtomic, Execution } from "./atomic-execution.js";
 import type { LoadedHandlers } from "./handler-loader.js";
 import { ResultCache } from "./result-cache.js";
-import { RegistryRegistration } from "./registry-registration.js";
+import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
 
 export interface AtomicExecutorOptions {
   /** pino options, `false` to silence. */
@@ -141,18 +141,12 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   const app = createService({ name: "atomic-executor", logger: options.logger, health });
 
   if (options.registryUrl) {
-    registration = new RegistryRegistration({
+    registration = registerOnListen(app, {
       registryUrl: options.registryUrl,
       kind: "atomic",
       nodeTypes: atomic.map((d) => d.definition.nodeType as NodeType),
-      logger: app.log,
       executorInstanceId: options.executorInstanceId,
       publicUrl: options.publicUrl,
-    });
-    const reg = registration;
-    app.addHook("onListen", async () => {
-      const addr = app.server.address();
-      if (typeof addr === "object" && addr) reg.start({ host: addr.address, port: addr.port });
     });
   }
 

@@ -4,7 +4,7 @@
  * listening never waits for it.
  */
 import { hostname } from "node:os";
-import type { FastifyBaseLogger } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { NodeType } from "@nodefabric/schemas";
 import { FabricError } from "../../http/errors.js";
 import type { HealthCheck } from "../../http/service.js";
@@ -167,4 +167,14 @@ export class RegistryRegistration {
       }
     }
   }
+}
+
+/** Creates the registration of an executor's node types and starts it once `app` listens (its address is known then). */
+export function registerOnListen(app: FastifyInstance, options: Omit<RegistrationOptions, "logger">): RegistryRegistration {
+  const registration = new RegistryRegistration({ ...options, logger: app.log });
+  app.addHook("onListen", async () => {
+    const addr = app.server.address();
+    if (typeof addr === "object" && addr) registration.start({ host: addr.address, port: addr.port });
+  });
+  return registration;
 }

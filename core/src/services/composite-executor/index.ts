@@ -13,7 +13,7 @@ import { RegistryClient } from "../../clients/registry-client.js";
 import { SelectionClient } from "../../clients/selection-client.js";
 import { isCompositeDefinition } from "../../sdk/define-composite.js";
 import type { LoadedHandlers } from "../atomic-executor/handler-loader.js";
-import { RegistryRegistration } from "../atomic-executor/registry-registration.js";
+import { registerOnListen, type RegistryRegistration } from "../atomic-executor/registry-registration.js";
 import { CompositeDriver } from "./composite-driver.js";
 import { CompositeTargets } from "./composite-targets.js";
 
@@ -74,18 +74,12 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
 
   const app = createService({ name: "composite-executor", logger: options.logger, health });
 
-  registration = new RegistryRegistration({
+  registration = registerOnListen(app, {
     registryUrl: options.registryUrl,
     kind: "composite",
     nodeTypes: composite.map((d) => d.definition.nodeType as NodeType),
-    logger: app.log,
     executorInstanceId: options.executorInstanceId,
     publicUrl: options.publicUrl,
-  });
-  const reg = registration;
-  app.addHook("onListen", async () => {
-    const addr = app.server.address();
-    if (typeof addr === "object" && addr) reg.start({ host: addr.address, port: addr.port });
   });
 
   const coordinator = (endpoint: string): CoordinatorClient => {
@@ -158,7 +152,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
   app.addHook("onClose", async () => {
     // Stopped without reporting: the coordinator sends `:begin` again (here or elsewhere) and the composite replays.
     for (const d of [...driving.values()]) d.stop("shutdown");
-    await reg.stop();
+    await registration?.stop();
     await Promise.all([registry.close(), selection?.close(), ...[...coordinators.values()].map((c) => c.close())]);
   });
 
