@@ -133,6 +133,15 @@ describe("children of a composite, at the coordinator", () => {
     expect(many.body.error.details.violations.map((v: { constraint: string }) => v.constraint)).toContain("structural.max_total_nodes_per_run");
   });
 
+  it("refuses a decomposition round past max_decomposition_rounds_per_node", async () => {
+    const { runId, rootId } = await startComposite({ constraints: { structural: { max_decomposition_rounds_per_node: 1 } } });
+    expect((await create(runId, rootId, [{ node_type_ref: ECHO, inputs: { round: 1 } }])).status).toBe(200);
+    const second = await create(runId, rootId, [{ node_type_ref: ECHO, inputs: { round: 2 } }]);
+    expect(second.status).toBe(409);
+    expect(second.body.error.details.violations[0].constraint).toBe("structural.max_decomposition_rounds_per_node");
+    expect((await nodeRuns(runId)).length).toBe(2);
+  });
+
   it("enforces allow and deny lists", async () => {
     const { runId, rootId } = await startComposite({ constraints: { candidates: { denied_node_type_ids: ["demo.fail"], allowed_node_type_ids: ["demo.echo", "demo.fail"] } } });
     const denied = await create(runId, rootId, [{ node_type_ref: { node_type_id: "demo.fail", version: "1.0.0" }, inputs: {} }]);
