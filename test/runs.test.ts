@@ -302,6 +302,26 @@ describe("runs through the gateway", () => {
     expect(failed.body.every((r: { state: string }) => r.state === "failed")).toBe(true);
     expect((await call("GET", `${gw}/v1/runs?limit=0`)).status).toBe(400);
   });
+
+  // Last in this block: it leaves a dead entry in the directory for demo.echo.
+  it("passes over an executor whose directory entry outlived it", async () => {
+    const registry = fabric.urls["node-registry"];
+    const gone = await call("PUT", `${registry}/v1/executors/gone-executor`, { endpoint: "http://127.0.0.1:9", kind: "atomic", node_types: [ECHO] });
+    expect(gone.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 2_200)); // the coordinator's directory cache lives 2 s
+    const runs = await Promise.all(Array.from({ length: 6 }, (_, i) => call("POST", `${gw}/v1/runs`, { root_node_type_ref: ECHO, input: { i } }, { prefer: "wait=20" })));
+    for (const r of runs) expect(r.body.state).toBe("completed");
+    // Once the dead endpoint failed it is passed over: a run sent there retries once, on the live executor.
+    for (const r of runs) {
+      const ev = await readNdjson(`${gw}/v1/runs/${r.body.run_id}/events`);
+      const retrying = ev.lines.filter((e) => e.type === "node_run_retrying");
+      expect(retrying.length).toBeLessThanOrEqual(1);
+      for (const e of retrying) expect(e.data.error.code).toBe("executor_unavailable");
+    }
+    const later = await call("POST", `${gw}/v1/runs`, { root_node_type_ref: ECHO, input: { later: true } }, { prefer: "wait=20" });
+    const ev = await readNdjson(`${gw}/v1/runs/${later.body.run_id}/events`);
+    expect(ev.lines.filter((e) => e.type === "node_run_retrying")).toHaveLength(0);
+  });
 });
 
 describe("policy checkpoints", () => {

@@ -11,7 +11,12 @@ export interface NodeTypeResolver {
   nodeType(ref: NodeTypeRef): Promise<NodeType>;
   /** Base URL of an executor of `kind` that serves the ref, or undefined when none is registered. */
   executorFor(ref: NodeTypeRef, kind: "atomic" | "composite"): Promise<{ executor_instance_id: string; endpoint: string } | undefined>;
+  /** Tells the resolver an executor could not be reached, so others are preferred for a while. */
+  markUnreachable?(endpoint: string): void;
 }
+
+/** How long an executor that could not be reached is passed over while others serve the same node type. */
+export const UNREACHABLE_MS = 30_000;
 
 const DIRECTORY_TTL_MS = 2_000;
 const MAX_CACHED = 10_000;
@@ -21,6 +26,7 @@ export class RegistryResolver implements NodeTypeResolver {
   private readonly types = new Map<string, Promise<NodeType>>();
   private readonly directory = new Map<string, { at: number; value: Promise<Array<{ executor_instance_id: string; endpoint: string; kind: string }>> }>();
   private rr = 0;
+  private readonly unreachable = new Map<string, number>();
 
   constructor(
     private readonly registry: RegistryClient,
@@ -57,10 +63,17 @@ export class RegistryResolver implements NodeTypeResolver {
       candidates = [];
     }
     if (candidates.length > 0) {
+      // A directory entry may outlive its executor (it restarted elsewhere): pass over endpoints that just failed.
+      const reachable = candidates.filter((c) => (this.unreachable.get(c.endpoint) ?? 0) <= now);
+      if (reachable.length > 0) candidates = reachable;
       const pick = candidates[this.rr++ % candidates.length];
       return { executor_instance_id: pick.executor_instance_id, endpoint: pick.endpoint };
     }
     const url = this.fallback[kind];
     return url ? { executor_instance_id: `${kind}-executor`, endpoint: url } : undefined;
+  }
+
+  markUnreachable(endpoint: string): void {
+    this.unreachable.set(endpoint, clock.now() + UNREACHABLE_MS);
   }
 }

@@ -519,6 +519,7 @@ export class RunEngine {
       }
     } catch (err) {
       const e = err as FabricError;
+      if (!FabricError.is(e) || e.code === "upstream_unavailable") this.o.resolver.markUnreachable?.(endpoint);
       failure = FabricError.is(e)
         ? errorBody(e.code === "unknown_node_type" ? "unknown_node_type" : "executor_unavailable", e.message, { retryable: e.code !== "unknown_node_type" })
         : errorBody("executor_unavailable", (err as Error).message, { retryable: true });
@@ -552,6 +553,7 @@ export class RunEngine {
       if (FabricError.is(e) && e.code === "unknown_node_type") {
         failure = errorBody("unknown_node_type", e.message, { retryable: false, details: e.details });
       } else {
+        if (!FabricError.is(e) || e.code === "upstream_unavailable") this.o.resolver.markUnreachable?.(endpoint);
         failure = errorBody("executor_unavailable", (err as Error).message, { retryable: true });
       }
     }
