@@ -18,24 +18,34 @@ export function defineAtomic<I = JsonObject, O = JsonObject>(spec: {
   nodeType: NodeTypeDefinition;
   handler: HandlerFn<I, O>;
 }): AtomicDefinition<I, O> {
-  if (typeof spec !== "object" || spec === null) throw new TypeError("defineAtomic: pass { nodeType, handler }");
-  const { nodeType, handler } = spec;
-  if (typeof nodeType !== "object" || nodeType === null) throw new TypeError("defineAtomic: nodeType is required");
+  return makeDefinition("atomic", "defineAtomic", spec, "handler") as AtomicDefinition<I, O>;
+}
+
+/**
+ * Checks what a define function was given and builds its frozen, branded definition: `fnKey` names the function
+ * the definition carries (`handler` for atomics, `run` for composites).
+ */
+export function makeDefinition(kind: "atomic" | "composite", name: string, spec: unknown, fnKey: "handler" | "run"): FabricDefinition {
+  if (typeof spec !== "object" || spec === null) throw new TypeError(`${name}: pass { nodeType, ${fnKey} }`);
+  const { nodeType, [fnKey]: fn } = spec as Record<string, unknown> & { nodeType?: NodeTypeDefinition };
+  if (typeof nodeType !== "object" || nodeType === null) throw new TypeError(`${name}: nodeType is required`);
   if (typeof nodeType.node_type_id !== "string" || nodeType.node_type_id === "") {
-    throw new TypeError("defineAtomic: nodeType.node_type_id must be a non-empty string");
+    throw new TypeError(`${name}: nodeType.node_type_id must be a non-empty string`);
   }
   if (typeof nodeType.version !== "string" || nodeType.version === "") {
-    throw new TypeError(`defineAtomic: nodeType.version of ${nodeType.node_type_id} must be a non-empty string`);
+    throw new TypeError(`${name}: nodeType.version of ${nodeType.node_type_id} must be a non-empty string`);
   }
-  if (typeof handler !== "function") throw new TypeError(`defineAtomic: the handler of ${nodeType.node_type_id} must be a function`);
+  if (typeof fn !== "function") {
+    throw new TypeError(`${name}: the ${fnKey === "run" ? "run function" : "handler"} of ${nodeType.node_type_id} must be a function`);
+  }
   const definition = {
-    kind: "atomic" as const,
+    kind,
     sdkVersion: SDK_VERSION,
-    nodeType: { ...(nodeType as Record<string, unknown>), kind: "atomic" } as AtomicDefinition["nodeType"],
-    handler,
+    nodeType: { ...(nodeType as Record<string, unknown>), kind },
+    [fnKey]: fn,
   };
   Object.defineProperty(definition, DEFINITION_BRAND, { value: true });
-  return Object.freeze(definition);
+  return Object.freeze(definition) as unknown as FabricDefinition;
 }
 
 /** True for a definition of any kind made by any installed copy of the SDK. */
