@@ -2,34 +2,19 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { request } from "undici";
 import type { FastifyInstance } from "fastify";
 import { validatorFor } from "@nodefabric/schemas";
 import { buildNodeRegistry } from "../src/services/node-registry/index.js";
 import { RegistryClient } from "../src/clients/registry-client.js";
 import { FabricError } from "../src/http/errors.js";
+import { checkedCall } from "./support/checked-call.js";
 
 const isNodeType = validatorFor("node_type");
 const isNodeTypeList = validatorFor("node_type_list");
 const isVersions = validatorFor("node_type_versions");
-const isEnvelope = validatorFor("error_envelope");
 const isHealth = validatorFor("health");
 
-interface Res {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-}
-
-async function call(base: string, method: string, urlPath: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> {
-  const raw = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-  const h = raw !== undefined && !("content-type" in headers) ? { "content-type": "application/json", ...headers } : headers;
-  const res = await request(base + urlPath, { method: method as "GET", body: raw, headers: h });
-  const text = await res.body.text();
-  const parsed = text ? JSON.parse(text) : undefined;
-  if (res.statusCode >= 400) expect(isEnvelope(parsed), `${method} ${urlPath} answered ${res.statusCode} without an ErrorEnvelope: ${text}`).toBe(true);
-  return { status: res.statusCode, headers: res.headers, body: parsed };
-}
+const call = checkedCall;
 
 function tmpDb(): string {
   return path.join(fs.mkdtempSync(path.join(os.tmpdir(), "nf-")), "registry.db");

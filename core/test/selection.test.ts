@@ -2,36 +2,25 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { request } from "undici";
 import type { FastifyInstance } from "fastify";
 import { validatorFor, type NodeType } from "@nodefabric/schemas";
 import { buildNodeRegistry } from "../src/services/node-registry/index.js";
 import { buildSelection } from "../src/services/selection/index.js";
 import { SelectionClient } from "../src/clients/selection-client.js";
 import { FabricError } from "../src/http/errors.js";
+import { checkedCall, type Res } from "./support/checked-call.js";
 import { mergeConstraints } from "../src/engine/constraints.js";
 
 const isCandidateSet = validatorFor("candidate_set");
-const isEnvelope = validatorFor("error_envelope");
 const isHealth = validatorFor("health");
 
-interface Res {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-}
-
+/** A checked call that also proves every candidate set answered is a valid CandidateSet. */
 async function call(base: string, method: string, urlPath: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> {
-  const raw = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-  const h = raw !== undefined && !("content-type" in headers) ? { "content-type": "application/json", ...headers } : headers;
-  const res = await request(base + urlPath, { method: method as "GET", body: raw, headers: h });
-  const text = await res.body.text();
-  const parsed = text ? JSON.parse(text) : undefined;
-  if (res.statusCode >= 400) expect(isEnvelope(parsed), `${method} ${urlPath} answered ${res.statusCode} without an ErrorEnvelope: ${text}`).toBe(true);
-  if (res.statusCode === 200 && urlPath.startsWith("/v1/candidate-sets")) {
-    expect(isCandidateSet(parsed), `not a CandidateSet: ${text} ${JSON.stringify(isCandidateSet.errors)}`).toBe(true);
+  const res = await checkedCall(base, method, urlPath, body, headers);
+  if (res.status === 200 && urlPath.startsWith("/v1/candidate-sets")) {
+    expect(isCandidateSet(res.body), `not a CandidateSet: ${JSON.stringify(res.body)} ${JSON.stringify(isCandidateSet.errors)}`).toBe(true);
   }
-  return { status: res.statusCode, headers: res.headers, body: parsed };
+  return res;
 }
 
 function tmpDir(): string {
