@@ -265,6 +265,9 @@ describe("runs through the gateway", () => {
     expect(resumed.lines.map((e) => e.seq)).toEqual(live.filter((e) => e.seq > 4).map((e) => e.seq));
     const snapshot = await readNdjson(`${gw}/v1/runs/${r.body.run_id}/events?follow=false`);
     expect(snapshot.lines).toEqual(live);
+    const ends = await readNdjson(`${gw}/v1/runs/${r.body.run_id}/events?types=node_run_completed,run_completed`);
+    expect(ends.lines).toEqual(live.filter((e) => e.type === "node_run_completed" || e.type === "run_completed"));
+    expect((await call("GET", `${gw}/v1/runs/${r.body.run_id}/events?types=Not-A-Type`)).status).toBe(400);
     const nodeStream = await readNdjson(`${fabric.urls["run-coordinator"]}/v1/node-runs/${r.body.root_node_run_id}/events`);
     expect(nodeStream.lines.every((e) => e.node_run_id === r.body.root_node_run_id)).toBe(true);
     expect(nodeStream.lines.at(-1).type).toBe("node_run_completed");

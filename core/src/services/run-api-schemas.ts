@@ -8,11 +8,18 @@ export const runParams = { type: "object", required: ["run_id"], properties: { r
 export const nodeRunParams = { type: "object", required: ["node_run_id"], properties: { node_run_id: ID } } as const;
 export const approvalParams = { type: "object", required: ["approval_id"], properties: { approval_id: ID } } as const;
 
-/** `after_seq` resumes a stream; `follow` (default true) keeps it open until the run's last event. */
+/**
+ * `after_seq` resumes a stream; `follow` (default true) keeps it open until the run's last event; `types` (an
+ * extension: comma-separated event types) sends only those, so a follower that needs few kinds is not sent the rest.
+ */
 export const eventsQuery = {
   type: "object",
   additionalProperties: false,
-  properties: { after_seq: { type: "integer", minimum: -1 }, follow: { type: "boolean", default: true } },
+  properties: {
+    after_seq: { type: "integer", minimum: -1 },
+    follow: { type: "boolean", default: true },
+    types: { type: "string", pattern: "^[a-z_]+(,[a-z_]+)*$", maxLength: 512 },
+  },
 } as const;
 
 /** GET /v1/runs: a state filter and keyset pages. */

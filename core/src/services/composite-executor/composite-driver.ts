@@ -45,7 +45,7 @@ export interface CompositeDriverOptions {
  * The events a driver acts on ("run_completed" also matches "node_run_completed"). Skipped events are never seen, so
  * a resumed stream may repeat some of them after the last seq seen; that is harmless, as they are skipped again.
  */
-const FOLLOWED_TYPES = ["run_completed", "node_run_created"];
+const FOLLOWED_TYPES = ["node_run_created", "node_run_completed", "run_completed"];
 
 /** How long `:complete` is retried while the coordinator cannot be reached. */
 const COMPLETE_RETRY_WINDOW_MS = 5 * 60_000;

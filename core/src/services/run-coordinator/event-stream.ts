@@ -17,6 +17,8 @@ export interface StreamOptions {
   nodeRunId?: string;
   /** True when the run had already ended when the stream was asked for. */
   runEnded: boolean;
+  /** Only these event types are sent (the stream still ends where it would). */
+  types?: ReadonlySet<string>;
 }
 
 /** Tracks which events a node-run stream covers, learning the subtree from `node_run_created` events. */
@@ -61,7 +63,7 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
     if (done || e.seq <= last) return;
     last = e.seq;
     const covered = filter ? filter.covers(e) : true;
-    if (covered && e.seq > o.afterSeq) raw.write(line ?? `${JSON.stringify(e)}\n`);
+    if (covered && e.seq > o.afterSeq && (!o.types || o.types.has(e.type))) raw.write(line ?? `${JSON.stringify(e)}\n`);
     if (filter ? filter.ends(e) : e.type === "run_completed") finish();
   };
 

@@ -159,9 +159,9 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
-    const q = req.query as { after_seq?: number; follow: boolean };
+    const q = req.query as { after_seq?: number; follow: boolean; types?: string };
     const run = await engine.getRunRecord(run_id, callerOf(req));
-    await streamEvents(req, reply, store, engine.hub, { runId: run_id, afterSeq: q.after_seq ?? -1, follow: q.follow, runEnded: isEnded(run.run) });
+    await streamEvents(req, reply, store, engine.hub, { runId: run_id, afterSeq: q.after_seq ?? -1, follow: q.follow, runEnded: isEnded(run.run), types: typesOf(q.types) });
   });
 
   app.post("/v1/node-runs", { schema: { body: ref("node_runs_create_request") } }, async (req) => {
@@ -174,7 +174,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.get("/v1/node-runs/:node_run_id/events", { schema: { params: nodeRunParams, querystring: eventsQuery } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
-    const q = req.query as { after_seq?: number; follow: boolean };
+    const q = req.query as { after_seq?: number; follow: boolean; types?: string };
     const caller = callerOf(req);
     const nr = await engine.getNodeRunRecord(node_run_id, caller);
     const run = await engine.getRunRecord(nr.run_id, caller);
@@ -184,6 +184,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
       afterSeq: q.after_seq ?? -1,
       follow: q.follow,
       runEnded: isEnded(run.run),
+      types: typesOf(q.types),
     });
   });
 
@@ -210,6 +211,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   });
 
   return app;
+}
+
+function typesOf(types: string | undefined): ReadonlySet<string> | undefined {
+  return types ? new Set(types.split(",")) : undefined;
 }
 
 function isEnded(run: Run): boolean {

@@ -123,10 +123,10 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
 
   app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
-    const q = req.query as { after_seq?: number; follow: boolean };
+    const q = req.query as { after_seq?: number; follow: boolean; types?: string };
     await pipeEvents(coordinator, req, reply, {
       path: `/v1/runs/${seg(run_id)}/events`,
-      query: { after_seq: q.after_seq, follow: q.follow },
+      query: { after_seq: q.after_seq, follow: q.follow, types: q.types },
       headers: forwardedHeaders(req),
       open: openStreams,
     });
