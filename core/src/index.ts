@@ -13,7 +13,7 @@ export { HttpClient, type HttpClientOptions } from "./clients/http-client.js";
 export { RegistryClient } from "./clients/registry-client.js";
 export { buildNodeRegistry } from "./services/node-registry/index.js";
 export { buildSelection } from "./services/selection/index.js";
-export { buildPdp } from "./services/pdp/index.js";
+export { buildPdp, createDecider, defaultPolicySet, loadPolicyFile, PolicyFileError, type Decider } from "./services/pdp/index.js";
 export { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition } from "./services/atomic-executor/handler-loader.js";
 export type { AtomicExecutorOptions } from "./services/atomic-executor/index.js";
