@@ -101,7 +101,12 @@ describe("children of a composite, at the coordinator", () => {
     });
     const ends = done.filter((e) => e.type === "node_run_completed");
     expect(ends.map((e) => e.data.outputs).sort((a, b) => a.echo.i - b.echo.i)).toEqual([{ echo: { i: 0 } }, { echo: { i: 1 } }]);
-    expect(done.find((e) => e.type === "composite_decomposed").data.child_node_run_ids).toHaveLength(2);
+    const childIds = done.find((e) => e.type === "composite_decomposed").data.child_node_run_ids;
+    expect(childIds).toHaveLength(2);
+    // Each child passed the node.run.create checkpoint before it was dispatched.
+    for (const id of childIds) {
+      expect(done.find((e) => e.type === "policy_decided" && e.node_run_id === id && e.data.action === "node.run.create")?.data.decision).toBe("allow");
+    }
 
     const complete = await call("POST", `${coordinator}/v1/node-runs/${rootId}:complete`, { state: "completed", outputs: { total: 2 } });
     expect(complete.status).toBe(204);

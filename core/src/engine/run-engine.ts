@@ -151,7 +151,6 @@ export class RunEngine {
   private pumpAgain = false;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  private readonly running = new Map<string, { endpoint: string; attempt: number }>();
   private readonly pendingResults = new Map<string, PendingResult[]>();
   /** When each composite last made progress (children created or ended, evaluations), in memory. */
   private readonly progress = new Map<string, number>();
@@ -498,7 +497,6 @@ export class RunEngine {
     };
     if (run.run.run_context) body.run_context = run.run.run_context;
     const key = `${nr.node_run_id}:${nr.attempt}`;
-    this.running.set(nr.node_run_id, { endpoint, attempt: nr.attempt });
     const started = clock.now();
     let result: AtomicExecuteResult | undefined;
     let failure: FabricErrorBody | undefined;
@@ -523,8 +521,6 @@ export class RunEngine {
       failure = FabricError.is(e)
         ? errorBody(e.code === "unknown_node_type" ? "unknown_node_type" : "executor_unavailable", e.message, { retryable: e.code !== "unknown_node_type" })
         : errorBody("executor_unavailable", (err as Error).message, { retryable: true });
-    } finally {
-      this.running.delete(nr.node_run_id);
     }
     await this.recordResult({ runId: nr.run_id, nodeRunId: nr.node_run_id, attempt: nr.attempt, nodeType, durationMs: clock.now() - started, result, failure });
   }

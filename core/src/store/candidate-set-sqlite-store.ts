@@ -17,7 +17,6 @@ const MIGRATIONS: string[] = [
    ) WITHOUT ROWID;`,
 ];
 
-
 /** CandidateSetStore on one SQLite file. */
 export class SqliteCandidateSetStore implements CandidateSetStore {
   private readonly db: Database.Database;

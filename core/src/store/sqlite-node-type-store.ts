@@ -54,8 +54,6 @@ interface Row {
 
 const COLUMNS = "node_type_id, version, kind, json, published_at";
 
-
-
 /** NodeTypeStore on one SQLite file. */
 export class SqliteNodeTypeStore implements NodeTypeStore {
   private readonly db: Database.Database;

@@ -99,7 +99,6 @@ const MIGRATIONS: string[] = [
    );`,
 ];
 
-
 interface RunRow {
   run_id: string;
   tenant_id: string | null;

@@ -9,7 +9,6 @@ import os from "node:os";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeRunsCreateRequest, Run, RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
-import { FabricError } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
 import { RegistryClient } from "../../clients/registry-client.js";
 import { HttpExecutorCaller } from "../../clients/executor-client.js";
