@@ -21,8 +21,8 @@ export async function call(method: string, url: string, body?: unknown, headers:
 }
 
 /** Reads a whole NDJSON stream (it must end by itself) into objects. */
-export async function readNdjson(url: string): Promise<{ status: number; contentType: string | undefined; lines: any[] }> {
-  const res = await request(url, { headersTimeout: 30_000, bodyTimeout: 30_000 });
+export async function readNdjson(url: string, headers: Record<string, string> = {}): Promise<{ status: number; contentType: string | undefined; lines: any[] }> {
+  const res = await request(url, { headersTimeout: 30_000, bodyTimeout: 30_000, headers });
   const text = await res.body.text();
   const ct = res.headers["content-type"];
   if (res.statusCode !== 200) return { status: res.statusCode, contentType: ct as string, lines: [JSON.parse(text)] };

@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
+import { AUTH_MODES, type AuthMode } from "./http/auth-plugin.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -41,8 +42,47 @@ export interface FabricConfig {
     default_timeout_ms: number;
     max_timeout_ms: number;
   };
+  auth: AuthConfig;
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
+}
+
+/** Authentication: how services verify callers (inbound) and obtain tokens of their own (outbound). */
+export interface AuthConfig {
+  /** `fabric start` defaults to `required`, `fabric dev` to `disabled` (loopback only). */
+  mode: AuthMode;
+  /** The `iss` tokens must carry (with OIDC discovery, the discovered one by default). */
+  issuer?: string;
+  /** Where verification keys come from: exactly one of these three when the mode is not `disabled`. */
+  jwks_url?: string;
+  jwks_file?: string;
+  oidc_discovery_url?: string;
+  /** Accepted `alg` values (default RS256, PS256, ES256, EdDSA). */
+  algorithms?: string[];
+  /** Leeway for `exp` and `nbf`, in seconds. */
+  clock_tolerance_s: number;
+  /** The `typ` header tokens must carry (unchecked when unset). */
+  typ?: string;
+  /** How long fetched keys are used before they are fetched again, and the pause after a fetch before an unknown `kid` causes another (seconds). */
+  jwks_cache_max_age_s: number;
+  jwks_cooldown_s: number;
+  /** Outbound, option 1: a private JWK that mints this fabric's service tokens. */
+  signing_key_file?: string;
+  /** Lifetime of minted service tokens (seconds). */
+  token_ttl_s: number;
+  /** Outbound, option 2: OAuth2 client credentials. */
+  token_url?: string;
+  client_id?: string;
+  client_secret?: string;
+  client_secret_file?: string;
+  /** A fixed `scope` for client-credentials requests (default: what each target needs). */
+  token_scope?: string;
+  /** How the target audience is named in a client-credentials request. */
+  audience_parameter: "audience" | "resource" | "none";
+  /** Lifetime of assignment tokens (seconds). */
+  assignment_ttl_s: number;
+  /** The coordinator's assignment secret (default: <data_dir>/assignment-secret, created on first start). */
+  assignment_secret_file?: string;
 }
 
 const serviceEndpointSchema = {
@@ -83,6 +123,32 @@ export const CONFIG_SCHEMA = {
         max_timeout_ms: { type: "integer", minimum: 1 },
       },
     },
+    auth: {
+      type: "object",
+      additionalProperties: false,
+      properties: {
+        mode: { enum: [...AUTH_MODES] },
+        issuer: { type: "string", minLength: 1 },
+        jwks_url: { type: "string", pattern: "^https?://" },
+        jwks_file: { type: "string", minLength: 1 },
+        oidc_discovery_url: { type: "string", pattern: "^https?://" },
+        algorithms: { type: "array", minItems: 1, items: { enum: ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"] } },
+        clock_tolerance_s: { type: "integer", minimum: 0, maximum: 3600 },
+        typ: { type: "string", minLength: 1 },
+        jwks_cache_max_age_s: { type: "number", minimum: 0 },
+        jwks_cooldown_s: { type: "number", minimum: 0 },
+        signing_key_file: { type: "string", minLength: 1 },
+        token_ttl_s: { type: "integer", minimum: 30, maximum: 86400 },
+        token_url: { type: "string", pattern: "^https?://" },
+        client_id: { type: "string", minLength: 1 },
+        client_secret: { type: "string", minLength: 1 },
+        client_secret_file: { type: "string", minLength: 1 },
+        token_scope: { type: "string", minLength: 1 },
+        audience_parameter: { enum: ["audience", "resource", "none"] },
+        assignment_ttl_s: { type: "integer", minimum: 60, maximum: 86400 },
+        assignment_secret_file: { type: "string", minLength: 1 },
+      },
+    },
     base_dir: { type: "string" },
   },
 } as const;
@@ -105,9 +171,18 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   discover: [],
   policy_checks: true,
   executor: { concurrency: 1024, default_timeout_ms: 30_000, max_timeout_ms: 300_000 },
+  auth: {
+    mode: "disabled",
+    clock_tolerance_s: 60,
+    jwks_cache_max_age_s: 600,
+    jwks_cooldown_s: 30,
+    token_ttl_s: 300,
+    audience_parameter: "audience",
+    assignment_ttl_s: 900,
+  },
 };
 
-type PartialConfig = Partial<Omit<FabricConfig, "executor">> & { executor?: Partial<FabricConfig["executor"]> };
+export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth">> & { executor?: Partial<FabricConfig["executor"]>; auth?: Partial<AuthConfig> };
 
 function envList(v: string | undefined): string[] | undefined {
   if (v === undefined || v.trim() === "") return undefined;
@@ -143,6 +218,14 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (Object.keys(services).length > 0) out.services = services;
   const conc = envInt(env, "FABRIC_EXECUTOR_CONCURRENCY");
   if (conc !== undefined) out.executor = { concurrency: conc as number };
+  const auth: Record<string, unknown> = {};
+  for (const key of ["mode", "issuer", "jwks_url", "jwks_file", "oidc_discovery_url", "typ", "signing_key_file", "token_url", "client_id", "client_secret", "client_secret_file", "token_scope"] as const) {
+    const v = env[`FABRIC_AUTH_${key.toUpperCase()}`];
+    if (v) auth[key] = v;
+  }
+  const algorithms = envList(env.FABRIC_AUTH_ALGORITHMS);
+  if (algorithms) auth.algorithms = algorithms;
+  if (Object.keys(auth).length > 0) out.auth = auth as Partial<AuthConfig>;
   return out;
 }
 
@@ -165,6 +248,7 @@ function readConfigFile(file: string): PartialConfig {
 function mergeConfig(base: PartialConfig, over: PartialConfig): PartialConfig {
   const out: PartialConfig = { ...base, ...over };
   if (base.executor || over.executor) out.executor = { ...base.executor, ...over.executor };
+  if (base.auth || over.auth) out.auth = { ...base.auth, ...over.auth };
   if (base.services || over.services) {
     const services: FabricConfig["services"] = { ...base.services };
     for (const [k, v] of Object.entries(over.services ?? {})) services[k as ServiceName] = { ...services[k as ServiceName], ...v };
@@ -195,6 +279,8 @@ export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
   /** Values from command-line flags (highest precedence). */
   flags?: PartialConfig;
+  /** A command's own defaults, above the built-in ones and below everything else (`fabric start`: auth required). */
+  commandDefaults?: PartialConfig;
 }
 
 /** Loads, merges and validates the configuration. */
@@ -215,13 +301,41 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
   if (Object.keys(envConfig).length > 0) sources.push("environment");
   const flags = options.flags ?? {};
   if (Object.keys(flags).length > 0) sources.push("flags");
-  const merged = mergeConfig(mergeConfig(mergeConfig(DEFAULT_CONFIG as PartialConfig, fileConfig), envConfig), flags);
+  const defaults = mergeConfig(DEFAULT_CONFIG as PartialConfig, options.commandDefaults ?? {});
+  const merged = mergeConfig(mergeConfig(mergeConfig(defaults, fileConfig), envConfig), flags);
   validateConfig(merged, sources.join(" + "));
   const config = { ...merged, base_dir: baseDir } as FabricConfig;
   if (config.executor.default_timeout_ms > config.executor.max_timeout_ms) {
     throw new ConfigError("invalid configuration: executor.default_timeout_ms must not exceed executor.max_timeout_ms");
   }
+  checkAuthConfig(config.auth);
   return config;
+}
+
+/** The combinations of auth options that cannot work, each named. */
+function checkAuthConfig(a: AuthConfig): void {
+  const problems: string[] = [];
+  const sources = (["jwks_url", "jwks_file", "oidc_discovery_url"] as const).filter((k) => a[k] !== undefined);
+  if (sources.length > 1) problems.push(`auth: set only one of ${sources.join(", ")}`);
+  if (a.mode !== "disabled") {
+    if (sources.length === 0) {
+      problems.push(`auth.mode is "${a.mode}" but no keys to verify tokens with: set auth.jwks_url, auth.jwks_file or auth.oidc_discovery_url (or use auth.mode "disabled" for local development on loopback)`);
+    }
+    if (!a.issuer && a.oidc_discovery_url === undefined) problems.push(`auth.issuer is needed to verify tokens (only OIDC discovery can find it)`);
+  }
+  if (a.signing_key_file !== undefined && a.token_url !== undefined) problems.push("auth: set either signing_key_file (local tokens) or token_url (client credentials), not both");
+  if (a.signing_key_file !== undefined && !a.issuer) problems.push("auth.signing_key_file needs auth.issuer: minted tokens carry it");
+  if (a.token_url !== undefined) {
+    if (!a.client_id) problems.push("auth.token_url needs auth.client_id");
+    if ((a.client_secret === undefined) === (a.client_secret_file === undefined)) problems.push("auth.token_url needs exactly one of auth.client_secret and auth.client_secret_file");
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+}
+
+/** Whether `host` is a loopback address (or `localhost`). */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || /^::ffff:127\./.test(h);
 }
 
 /** The port a service listens on under this configuration. */

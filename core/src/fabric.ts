@@ -13,11 +13,11 @@ import { buildPdp } from "./services/pdp/index.js";
 import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 import { buildCompositeExecutor } from "./services/composite-executor/index.js";
 import { loadHandlers } from "./services/atomic-executor/handler-loader.js";
-import { buildUnavailableService } from "./services/unavailable-service.js";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
 import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
 import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
+import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -41,18 +41,20 @@ function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<st
 export type LocalServices = Array<{ name: ServiceName; url: string; app: FastifyInstance }>;
 
 /** Builds one service's fastify instance (not yet listening). */
-export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = []): Promise<FastifyInstance> {
+export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config)): Promise<FastifyInstance> {
   const dataDir = path.resolve(config.base_dir, config.data_dir);
   const logger = loggerFor(config, name);
+  const secured = security.forService(name);
   switch (name) {
     case "node-registry":
       mkdirSync(dataDir, { recursive: true });
-      return buildNodeRegistry({ logger, dbPath: path.join(dataDir, "node-registry.db") });
+      return buildNodeRegistry({ ...secured, logger, dbPath: path.join(dataDir, "node-registry.db") });
     case "selection":
       mkdirSync(dataDir, { recursive: true });
-      return buildSelection({ logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry") });
+      return buildSelection({ ...secured, logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry") });
     case "pdp":
       return buildPdp({
+        ...secured,
         logger,
         policyFile: config.policy ? path.resolve(config.base_dir, config.policy) : undefined,
         entitiesFile: config.policy_entities ? path.resolve(config.base_dir, config.policy_entities) : undefined,
@@ -65,6 +67,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         cwd: config.base_dir,
       });
       return buildAtomicExecutor({
+        ...secured,
         logger,
         handlers,
         registryUrl: serviceUrl(config, "node-registry"),
@@ -84,6 +87,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         cwd: config.base_dir,
       });
       return buildCompositeExecutor({
+        ...secured,
         logger,
         handlers,
         registryUrl: serviceUrl(config, "node-registry"),
@@ -102,6 +106,8 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
       const pdpApp = local.find((s) => s.name === "pdp")?.app;
       const pdp = pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
       return buildRunCoordinator({
+        ...secured,
+        assignmentTokens: security.assignmentTokens(),
         logger,
         dbPath: path.join(dataDir, "run-coordinator.db"),
         registryUrl: serviceUrl(config, "node-registry"),
@@ -110,20 +116,23 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         atomicExecutorUrl: serviceUrl(config, "atomic-executor"),
         compositeExecutorUrl: serviceUrl(config, "composite-executor"),
         selectionUrl: serviceUrl(config, "selection"),
-        executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller()) : undefined,
+        executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller(secured.tokens)) : undefined,
       });
     }
     case "run-gateway":
     {
       const coordinatorApp = local.find((s) => s.name === "run-coordinator")?.app;
       return buildRunGateway({
+        ...secured,
         logger,
         coordinatorUrl: serviceUrl(config, "run-coordinator"),
         coordinator: coordinatorApp ? inProcessApi(coordinatorApp, "run-coordinator") : undefined,
       });
     }
-    default:
-      return buildUnavailableService(name, { logger });
+    default: {
+      const unknown: never = name;
+      throw new Error(`unknown service ${String(unknown)}`);
+    }
   }
 }
 
@@ -137,13 +146,15 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
     // Reverse start order: callers stop before the services they call.
     for (const s of [...startOrder].reverse()) await s.app.close().catch(() => undefined);
   };
+  assertListenAllowed(config);
+  const security = fabricSecurity(config);
   try {
     // Dependencies first: each service is built knowing the addresses of those it calls (with port 0, an address
     // is known only once its service listens).
     let cfg = config;
     const ordered = START_ORDER.filter((n) => names.includes(n));
     for (const name of ordered) {
-      const app = await buildService(name, cfg, startOrder);
+      const app = await buildService(name, cfg, startOrder, security);
       await app.listen({ host: cfg.host, port: servicePort(cfg, name) });
       const addr = app.server.address();
       const port = typeof addr === "object" && addr ? addr.port : servicePort(cfg, name);

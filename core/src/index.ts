@@ -20,3 +20,9 @@ export type { AtomicExecutorOptions } from "./services/atomic-executor/index.js"
 export { buildRunCoordinator, type RunCoordinatorOptions } from "./services/run-coordinator/index.js";
 export { buildCompositeExecutor, type CompositeExecutorOptions } from "./services/composite-executor/index.js";
 export { CoordinatorClient } from "./clients/coordinator-client.js";
+export { TokenVerifier, DEFAULT_ALGORITHMS, type TokenVerifierOptions, type KeySource, type VerifiedToken } from "./http/token-verifier.js";
+export { fabricAuth, AUTH_MODES, CALLER_HEADER, type AuthMode, type Principal, type InboundAuthOptions, type ServiceSecurityOptions } from "./http/auth-plugin.js";
+export { SCOPES, ROUTE_ACCESS, PUBLIC_ROUTES, audienceOf, outboundScopes, type Scope, type RouteAccess } from "./http/auth-scopes.js";
+export { SignedServiceTokens, ClientCredentialsServiceTokens, readSigningKey, type ServiceTokens } from "./clients/service-tokens.js";
+export { AssignmentTokens, loadOrCreateAssignmentSecret, ASSIGNMENT_TYP } from "./engine/assignment-tokens.js";
+export { buildRunGateway } from "./services/run-gateway/index.js";

@@ -2,8 +2,10 @@
  * What `fabric run` and `fabric runs` share: where the gateway and registry are, how usage mistakes and service
  * errors are reported, and the exit codes.
  */
+import type { CommanderError } from "commander";
 import { ConfigError, loadConfig, serviceUrl } from "../config.js";
 import { FabricError } from "../http/errors.js";
+import type { HttpClientOptions } from "../clients/http-client.js";
 
 export const EXIT_OK = 0;
 /** A run that failed or was canceled, or a service that refused. */
@@ -27,6 +29,27 @@ export function gatewayUrlOf(flag: string | undefined): string {
 /** The registry base URL: the flag, else the configuration's. */
 export function registryUrlOf(flag: string | undefined): string {
   return flag ?? serviceUrl(loadConfig(), "node-registry");
+}
+
+/** The environment variable a client command takes its token from when `--token` is not given. */
+export const TOKEN_ENV = "FABRIC_TOKEN";
+
+/** The bearer token of a client command: `--token`, else $FABRIC_TOKEN, else none. */
+export function clientTokenOf(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const token = (flag ?? env[TOKEN_ENV])?.trim();
+  return token ? token : undefined;
+}
+
+/** HttpClient options that send `token` as a bearer token on every request (none without a token). */
+export function clientAuthOptions(token: string | undefined): HttpClientOptions {
+  if (token === undefined) return {};
+  const headers = { authorization: `Bearer ${token}` };
+  return { headers: () => headers };
+}
+
+/** Commander's usage errors exit 2 (as bad --input JSON does); help and version still exit 0. */
+export function usageExit(err: CommanderError): never {
+  process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE);
 }
 
 /** Prints an error on stderr (`fabric: <code>: <message>` for service errors) and returns its exit code. */

@@ -5,12 +5,24 @@
  */
 import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import type { Run, RunEvent, RunStartRequest, RunState } from "@nodefabric/schemas";
 import { GatewayClient } from "../clients/gateway-client.js";
 import { RegistryClient } from "../clients/registry-client.js";
 import { FabricError } from "../http/errors.js";
-import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, gatewayUrlOf, printRunError, registryUrlOf, reportError } from "./run-cli-context.js";
+import {
+  EXIT_FAILED,
+  EXIT_OK,
+  TOKEN_ENV,
+  UsageError,
+  clientAuthOptions,
+  clientTokenOf,
+  gatewayUrlOf,
+  printRunError,
+  registryUrlOf,
+  reportError,
+  usageExit,
+} from "./run-cli-context.js";
 import { RunTreeView, TerminalTreeRenderer } from "./run-tree-view.js";
 import { runsCancel, runsEvents, runsGet, runsLs } from "./runs-command.js";
 
@@ -20,6 +32,8 @@ export interface RunCommandOptions {
   gateway?: string;
   registry?: string;
   runId?: string;
+  /** A bearer token for the gateway and the registry (default: $FABRIC_TOKEN). */
+  token?: string;
   /** false with --no-follow: start the run, print it, and return. */
   follow: boolean;
 }
@@ -111,7 +125,8 @@ export async function runCommand(target: string, opts: RunCommandOptions): Promi
     return reportError(err);
   }
 
-  const gateway = new GatewayClient(gatewayUrl);
+  const auth = clientAuthOptions(clientTokenOf(opts.token));
+  const gateway = new GatewayClient(gatewayUrl, auth);
   const tty = process.stdout.isTTY === true;
   const stopFollowing = new AbortController();
   let renderer: TerminalTreeRenderer | undefined;
@@ -125,7 +140,7 @@ export async function runCommand(target: string, opts: RunCommandOptions): Promi
   try {
     let version = ref.version;
     if (version === undefined) {
-      const registry = new RegistryClient(registryUrlOf(opts.registry));
+      const registry = new RegistryClient(registryUrlOf(opts.registry), auth);
       try {
         version = (await registry.get(ref.nodeTypeId)).version;
       } finally {
@@ -183,14 +198,10 @@ function parseNonNegative(name: string, min: number, max: number) {
   };
 }
 
-/** Commander's usage errors exit 2 (as bad --input JSON does); help and version still exit 0. */
-function usageExit(err: CommanderError): never {
-  process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE);
-}
-
 /** Registers `fabric run` and `fabric runs get|cancel|events|ls` on the program. */
 export function registerRunCommands(program: Command): void {
   const gatewayOption = () => new Option("--gateway <url>", "Run Gateway base URL (default: from config, http://127.0.0.1:8080)");
+  const tokenOption = () => tokenOptionOf();
 
   program
     .command("run")

@@ -5,10 +5,19 @@ import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, 
 import { HttpClient } from "./http-client.js";
 import type { ExecutorCaller } from "../engine/run-engine.js";
 import type { AtomicExecutorApi } from "../in-process.js";
+import type { ServiceTokens } from "./service-tokens.js";
 
 /** Calls executors over HTTP, keeping one connection pool per endpoint. */
 export class HttpExecutorCaller implements ExecutorCaller {
   private readonly clients = new Map<string, HttpClient>();
+
+  /** With `tokens`, each call carries this coordinator's token for the executor's kind. */
+  constructor(private readonly tokens?: ServiceTokens) {}
+
+  private async auth(kind: "atomic-executor" | "composite-executor", extra?: Record<string, string>): Promise<Record<string, string> | undefined> {
+    if (!this.tokens) return extra;
+    return { ...extra, authorization: `Bearer ${await this.tokens.token(kind)}` };
+  }
 
   private client(endpoint: string): HttpClient {
     let c = this.clients.get(endpoint);
@@ -21,26 +30,26 @@ export class HttpExecutorCaller implements ExecutorCaller {
 
   async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
     return this.client(endpoint).json<AtomicExecuteResult>("POST", "/v1/atomic-node-runs:execute", body, {
-      headers: { "idempotency-key": options.idempotencyKey },
+      headers: await this.auth("atomic-executor", { "idempotency-key": options.idempotencyKey }),
       timeoutMs: options.timeoutMs,
     });
   }
 
   async cancel(endpoint: string, nodeRunId: string): Promise<void> {
     try {
-      await this.client(endpoint).request("POST", `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel`);
+      await this.client(endpoint).request("POST", `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel`, undefined, { headers: await this.auth("atomic-executor") });
     } catch {
       // Best effort: the NodeRun is already canceled in the store; a late result is ignored.
     }
   }
 
   async begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse> {
-    return this.client(endpoint).json<CompositeBeginResponse>("POST", "/v1/composite-node-runs:begin", body, { timeoutMs: 30_000 });
+    return this.client(endpoint).json<CompositeBeginResponse>("POST", "/v1/composite-node-runs:begin", body, { timeoutMs: 30_000, headers: await this.auth("composite-executor") });
   }
 
   async cancelComposite(endpoint: string, nodeRunId: string): Promise<void> {
     try {
-      await this.client(endpoint).request("POST", `/v1/composite-node-runs/${encodeURIComponent(nodeRunId)}:cancel`);
+      await this.client(endpoint).request("POST", `/v1/composite-node-runs/${encodeURIComponent(nodeRunId)}:cancel`, undefined, { headers: await this.auth("composite-executor") });
     } catch {
       // Best effort, as for atomic cancels.
     }

@@ -1,49 +1,96 @@
 /**
  * `assignment_token`: a short-lived bearer token the coordinator mints for one composite NodeRun, so its executor
- * can act for exactly that NodeRun (create and read its children, evaluate and complete it). Signed HS256 with a
- * key of this coordinator; verification at the coordinator's edge arrives with inbound authentication.
+ * can act for exactly that NodeRun (create and read its children, evaluate them, complete it). Only the coordinator
+ * mints and checks them, so they are HS256 with a secret of its own; their `typ` tells them apart from the tokens
+ * verified against the JWKS, whose algorithm allow-list never includes HS256.
  */
 import { randomBytes } from "node:crypto";
-import { SignJWT, jwtVerify } from "jose";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { SignJWT, decodeProtectedHeader, errors as joseErrors, jwtVerify } from "jose";
+import type { AssignmentBinding, AssignmentVerifier } from "../http/auth-plugin.js";
+import { unauthenticated } from "../http/token-verifier.js";
+import { clock } from "../clock.js";
 
 export const ASSIGNMENT_AUDIENCE = "nodefabric-run-coordinator";
+export const ASSIGNMENT_TYP = "nodefabric-assignment+jwt";
+/** Default lifetime; the coordinator sends a fresh token to a composite that lives longer (see RunEngine). */
+export const DEFAULT_ASSIGNMENT_TTL_SECONDS = 900;
 
-export interface AssignmentClaims {
-  run_id: string;
-  node_run_id: string;
+export type AssignmentClaims = AssignmentBinding;
+
+/** Reads the coordinator's assignment secret from `file`, creating it (32 random bytes, mode 0600) when missing. */
+export function loadOrCreateAssignmentSecret(file: string): Uint8Array {
+  try {
+    return Buffer.from(readFileSync(file, "utf8").trim(), "base64url");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  mkdirSync(path.dirname(file), { recursive: true });
+  const secret = randomBytes(32);
+  try {
+    writeFileSync(file, secret.toString("base64url") + "\n", { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    // Another coordinator on the same data directory wrote it first.
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return Buffer.from(readFileSync(file, "utf8").trim(), "base64url");
+    throw err;
+  }
+  chmodSync(file, 0o600);
+  return secret;
 }
 
 /** Mints and checks assignment tokens with one secret. */
-export class AssignmentTokens {
+export class AssignmentTokens implements AssignmentVerifier {
   private readonly key: Uint8Array;
 
   constructor(
     secret?: Uint8Array,
-    private readonly ttlSeconds = 3600,
+    readonly ttlSeconds = DEFAULT_ASSIGNMENT_TTL_SECONDS,
   ) {
     this.key = secret ?? randomBytes(32);
+    if (this.key.length < 32) throw new Error("an assignment secret needs at least 32 bytes");
   }
 
   /** A token bound to (run_id, node_run_id). */
   mint(claims: AssignmentClaims): Promise<string> {
-    return new SignJWT({ run_id: claims.run_id, node_run_id: claims.node_run_id, scope: "node-runs:write" })
-      .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+    const now = Math.floor(clock.now() / 1000);
+    return new SignJWT({ run_id: claims.run_id, node_run_id: claims.node_run_id })
+      .setProtectedHeader({ alg: "HS256", typ: ASSIGNMENT_TYP })
       .setIssuer(ASSIGNMENT_AUDIENCE)
       .setAudience(ASSIGNMENT_AUDIENCE)
       .setSubject(`node-run:${claims.node_run_id}`)
-      .setIssuedAt()
-      .setExpirationTime(`${this.ttlSeconds}s`)
+      .setIssuedAt(now)
+      .setExpirationTime(now + this.ttlSeconds)
       .sign(this.key);
   }
 
-  /** The claims of a valid token, or undefined. */
-  async verify(token: string): Promise<AssignmentClaims | undefined> {
+  recognizes(token: string): boolean {
     try {
-      const { payload } = await jwtVerify(token, this.key, { algorithms: ["HS256"], audience: ASSIGNMENT_AUDIENCE, issuer: ASSIGNMENT_AUDIENCE });
-      if (typeof payload.run_id !== "string" || typeof payload.node_run_id !== "string") return undefined;
-      return { run_id: payload.run_id, node_run_id: payload.node_run_id };
+      return decodeProtectedHeader(token).typ === ASSIGNMENT_TYP;
     } catch {
-      return undefined;
+      return false;
     }
+  }
+
+  /** The binding of a valid token; a 401 FabricError otherwise. */
+  async verify(token: string): Promise<AssignmentClaims> {
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(token, this.key, {
+        algorithms: ["HS256"],
+        audience: ASSIGNMENT_AUDIENCE,
+        issuer: ASSIGNMENT_AUDIENCE,
+        typ: ASSIGNMENT_TYP,
+        requiredClaims: ["exp"],
+        currentDate: new Date(clock.now()),
+      }));
+    } catch (err) {
+      if (err instanceof joseErrors.JWTExpired) throw unauthenticated("the assignment token has expired", ASSIGNMENT_AUDIENCE);
+      throw unauthenticated("the assignment token is not one this coordinator issued", ASSIGNMENT_AUDIENCE);
+    }
+    if (typeof payload.run_id !== "string" || typeof payload.node_run_id !== "string") {
+      throw unauthenticated("the assignment token names no NodeRun", ASSIGNMENT_AUDIENCE);
+    }
+    return { run_id: payload.run_id, node_run_id: payload.node_run_id };
   }
 }

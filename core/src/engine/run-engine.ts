@@ -87,8 +87,39 @@ export interface RunEngineOptions {
 
 /** Who is asking: stamped on runs and checked on reads. */
 export interface Caller {
-  tenant_id?: string;
+  /** A tenant sees only its runs; `null` (an anonymous caller) sees only runs without one; absent sees all. */
+  tenant_id?: string | null;
+  /** The authenticated subject and its issuer: stamped on the runs it starts, for the PDP. */
   sub?: string;
+  iss?: string;
+  /** Set for a caller who presented a valid token. */
+  authenticated?: true;
+  /** An assignment token: the caller may act for this one composite NodeRun only. */
+  assignment?: { run_id: string; node_run_id: string };
+}
+
+/** The caller's identity as it goes into a run's `run_context` (and so to the PDP as the principal). */
+function stampIdentity(runContext: RunContext, caller: Caller): void {
+  // An authenticated (or anonymous) caller's run carries the token's tenant and identity, never ones the request
+  // claims for itself.
+  if (!caller.authenticated && caller.tenant_id === undefined) return;
+  delete runContext.tenant_id;
+  delete runContext.actor;
+  delete runContext.identity;
+  if (typeof caller.tenant_id === "string") runContext.tenant_id = caller.tenant_id;
+  if (caller.sub !== undefined) {
+    runContext.actor = { type: "user", id: caller.sub };
+    const identity: Record<string, unknown> = { sub: caller.sub };
+    if (caller.iss !== undefined) identity.iss = caller.iss;
+    if (typeof caller.tenant_id === "string") identity.tenant_id = caller.tenant_id;
+    runContext.identity = identity;
+  }
+}
+
+function assignmentRefused(caller: Caller, what: string): FabricError {
+  return new FabricError("permission_denied", `this assignment token acts for node run ${caller.assignment!.node_run_id} only, not ${what}`, {
+    details: { node_run_id: caller.assignment!.node_run_id },
+  });
 }
 
 const LEASE_GRACE_MS = 10_000;
@@ -156,6 +187,8 @@ export class RunEngine {
   private readonly progress = new Map<string, number>();
   private readonly outputValidators = new Map<string, ValidateFunction>();
   private readonly tokens: AssignmentTokens;
+  /** When each composite's current assignment token was minted, in memory. */
+  private readonly tokenMintedAt = new Map<string, number>();
   private readonly compositeLeaseMs: number;
   /** The base URL composite executors call back; set once the coordinator listens. */
   coordinatorEndpoint = "";
@@ -205,6 +238,7 @@ export class RunEngine {
 
   /** A run visible to the caller, or 404 run_not_found. */
   async getRunRecord(runId: string, caller: Caller = {}): Promise<RunRecord> {
+    if (caller.assignment && caller.assignment.run_id !== runId) throw assignmentRefused(caller, `run ${runId}`);
     const rec = await this.o.store.getRun(runId);
     if (!rec || (caller.tenant_id !== undefined && rec.tenant_id !== caller.tenant_id)) {
       throw new FabricError("run_not_found", `no run ${runId}`, { details: { run_id: runId } });
@@ -212,9 +246,17 @@ export class RunEngine {
     return rec;
   }
 
-  /** A NodeRun visible to the caller, or 404 node_run_not_found. */
+  /**
+   * A NodeRun visible to the caller, or 404 node_run_not_found. With an assignment token only the bound NodeRun and
+   * its children are visible (403 for any other, found or not).
+   */
   async getNodeRunRecord(nodeRunId: string, caller: Caller = {}): Promise<NodeRunRecord> {
     const rec = await this.o.store.getNodeRun(nodeRunId);
+    if (caller.assignment) {
+      const bound = caller.assignment.node_run_id;
+      if (!rec || (rec.node_run_id !== bound && rec.parent_node_run_id !== bound)) throw assignmentRefused(caller, `node run ${nodeRunId}`);
+      return rec;
+    }
     if (rec && caller.tenant_id !== undefined) {
       const run = await this.o.store.getRun(rec.run_id);
       if (!run || run.tenant_id !== caller.tenant_id) throw new FabricError("node_run_not_found", `no node run ${nodeRunId}`, { details: { node_run_id: nodeRunId } });
@@ -244,7 +286,7 @@ export class RunEngine {
       const nowIso = new Date(now).toISOString();
       const constraints = mergeConstraints(req.constraints, nodeType.constraints);
       const runContext: RunContext = { ...(req.run_context ?? {}) };
-      if (caller.tenant_id !== undefined) runContext.tenant_id = caller.tenant_id;
+      stampIdentity(runContext, caller);
       const rootId = newId("nr");
       const maxWall = constraints.budgets?.max_wall_time_ms;
       const run: Run = { run_id: runId, state: "queued", root_node_run_id: rootId, started_at: nowIso };
@@ -344,6 +386,9 @@ export class RunEngine {
     nr.node_run.ended_at = nowIso;
     nr.lease_owner = null;
     nr.lease_expires_at = null;
+    // An ended composite needs neither its liveness nor its token age any more.
+    this.progress.delete(nr.node_run_id);
+    this.tokenMintedAt.delete(nr.node_run_id);
     if (outputs !== undefined) nr.node_run.outputs = outputs;
     if (error) nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.error": error };
     (batch.nodeRuns ??= []).push(nr);
@@ -525,23 +570,45 @@ export class RunEngine {
     await this.recordResult({ runId: nr.run_id, nodeRunId: nr.node_run_id, attempt: nr.attempt, nodeType, durationMs: clock.now() - started, result, failure });
   }
 
+  /** The `:begin` of a composite, with a freshly minted assignment token. */
+  private async beginRequest(nr: NodeRunRecord, run: RunRecord, nodeType: NodeType): Promise<CompositeBeginRequest> {
+    const body: CompositeBeginRequest = {
+      run_id: nr.run_id,
+      node_run_id: nr.node_run_id,
+      node_type_ref: nr.node_run.node_type_ref,
+      inputs: nr.node_run.inputs ?? {},
+      coordinator_endpoint: this.coordinatorEndpoint,
+      assignment_token: await this.tokens.mint({ run_id: nr.run_id, node_run_id: nr.node_run_id }),
+      constraints: mergeConstraints(run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined, nodeType.constraints),
+      extensions: { "nodefabric.attempt": nr.attempt },
+    };
+    if (run.run.run_context) body.run_context = run.run.run_context;
+    this.tokenMintedAt.set(nr.node_run_id, clock.now());
+    return body;
+  }
+
+  /**
+   * Sends a live composite a fresh assignment token before its current one expires: a repeated `:begin`, which an
+   * executor already driving the NodeRun answers "already running" after taking the new token. Best effort: a
+   * composite whose executor is gone is found by its lease.
+   */
+  private async refreshAssignment(nr: NodeRunRecord, run: RunRecord): Promise<void> {
+    const endpoint = nr.node_run.executor_binding?.endpoint;
+    if (!endpoint) return;
+    try {
+      const nodeType = await this.o.resolver.nodeType(nr.node_run.node_type_ref);
+      await this.o.executors.begin(endpoint, await this.beginRequest(nr, run, nodeType));
+    } catch (err) {
+      this.o.log.warn({ err, node_run_id: nr.node_run_id }, "could not send a fresh assignment token");
+    }
+  }
+
   /** Hands a composite to its executor; one that refuses or cannot be reached is retried later. */
   private async begin(plan: DispatchPlan): Promise<void> {
     const { nr, endpoint, run, nodeType } = plan;
     let failure: FabricErrorBody | undefined;
     try {
-      const body: CompositeBeginRequest = {
-        run_id: nr.run_id,
-        node_run_id: nr.node_run_id,
-        node_type_ref: nr.node_run.node_type_ref,
-        inputs: nr.node_run.inputs ?? {},
-        coordinator_endpoint: this.coordinatorEndpoint,
-        assignment_token: await this.tokens.mint({ run_id: nr.run_id, node_run_id: nr.node_run_id }),
-        constraints: mergeConstraints(run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined, nodeType.constraints),
-        extensions: { "nodefabric.attempt": nr.attempt },
-      };
-      if (run.run.run_context) body.run_context = run.run.run_context;
-      const res = await this.o.executors.begin(endpoint, body);
+      const res = await this.o.executors.begin(endpoint, await this.beginRequest(nr, run, nodeType));
       if (res.accepted) return;
       failure = errorBody("executor_unavailable", res.message ?? "the composite executor did not accept the NodeRun", { retryable: true });
     } catch (err) {
@@ -586,6 +653,8 @@ export class RunEngine {
         nr.lease_expires_at = clock.now() + this.compositeLeaseMs;
         batch.nodeRuns!.push(nr);
         await this.write(batch);
+        const minted = this.tokenMintedAt.get(nr.node_run_id) ?? 0;
+        if (clock.now() - minted > (this.tokens.ttlSeconds * 1000) / 2) void this.refreshAssignment(nr, run);
         return undefined;
       }
     } else if ((nr.state === "assigned" || nr.state === "running") && !ext["nodefabric.retry_scheduled"]) {
@@ -831,6 +900,9 @@ export class RunEngine {
    * before anything is written (all or nothing).
    */
   async createChildren(req: NodeRunsCreateRequest, caller: Caller = {}): Promise<NodeRun[]> {
+    if (caller.assignment && (caller.assignment.run_id !== req.run_id || caller.assignment.node_run_id !== req.parent_node_run_id)) {
+      throw assignmentRefused(caller, `children of node run ${req.parent_node_run_id}`);
+    }
     const parentCheck = await this.o.store.getNodeRun(req.parent_node_run_id);
     const invalidParent = (why: string) =>
       new FabricError("parent_node_run_invalid", `node run ${req.parent_node_run_id} cannot take children: ${why}`, {
@@ -1024,6 +1096,8 @@ export class RunEngine {
 
   /** POST /v1/node-runs/{id}:complete. */
   async completeNodeRun(nodeRunId: string, req: NodeRunCompleteRequest, caller: Caller = {}): Promise<void> {
+    // A composite completes itself; its children are completed by their own executors.
+    if (caller.assignment && caller.assignment.node_run_id !== nodeRunId) throw assignmentRefused(caller, `node run ${nodeRunId}`);
     const found = await this.getNodeRunRecord(nodeRunId, caller);
     const inFlight = await this.withLock(found.run_id, async () => {
       const nr = (await this.o.store.getNodeRun(nodeRunId))!;

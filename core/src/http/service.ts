@@ -8,6 +8,7 @@ import { FabricError, errorEnvelope, type ErrorBody } from "./errors.js";
 import { dedupeIssues, issuesFromAjv, validatorCompiler } from "./validation.js";
 import { SERVICE_VERSION } from "../version.js";
 import { clock } from "../clock.js";
+import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
 
 /** The seven services of the v1 contract, in port order. */
 export const SERVICE_NAMES = [
@@ -39,6 +40,8 @@ export interface ServiceOptions {
   maxInFlight?: number;
   /** Contributes the `checks` of GET /v1/health. */
   health?: () => HealthCheck[] | Promise<HealthCheck[]>;
+  /** How callers are authenticated (default: disabled). */
+  auth?: InboundAuthOptions;
 }
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
@@ -107,6 +110,7 @@ export function createService(options: ServiceOptions): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
   });
   app.setValidatorCompiler(validatorCompiler);
+  installAuth(app, { ...(options.auth ?? { mode: "disabled" }), service: options.name });
 
   // Strict JSON only. An empty body with a JSON content type counts as no body, so `:cancel` works from curl.
   app.removeAllContentTypeParsers();

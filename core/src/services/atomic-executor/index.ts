@@ -16,9 +16,10 @@ import type { HandlerSecrets } from "../../sdk/types.js";
 import { executeAtomic, Execution } from "./atomic-execution.js";
 import type { LoadedHandlers } from "./handler-loader.js";
 import { ResultCache } from "./result-cache.js";
+import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
 
-export interface AtomicExecutorOptions {
+export interface AtomicExecutorOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
   handlers: LoadedHandlers;
@@ -138,11 +139,12 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     },
   ];
 
-  const app = createService({ name: "atomic-executor", logger: options.logger, health });
+  const app = createService({ name: "atomic-executor", logger: options.logger, health, auth: options.auth });
 
   if (options.registryUrl) {
     registration = registerOnListen(app, {
       registryUrl: options.registryUrl,
+      tokens: options.tokens,
       kind: "atomic",
       nodeTypes: atomic.map((d) => d.definition.nodeType as NodeType),
       executorInstanceId: options.executorInstanceId,

@@ -8,10 +8,13 @@ import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { NodeType } from "@nodefabric/schemas";
 import { FabricError } from "../../http/errors.js";
 import type { HealthCheck } from "../../http/service.js";
+import { bearerHeaders, type ServiceTokens } from "../../clients/service-tokens.js";
 import { RegistryClient, type ExecutorRegistration } from "../../clients/registry-client.js";
 
 export interface RegistrationOptions {
   registryUrl: string;
+  /** The executor's tokens for the registry. */
+  tokens?: ServiceTokens;
   kind: "atomic" | "composite";
   nodeTypes: NodeType[];
   logger: FastifyBaseLogger;
@@ -51,7 +54,7 @@ export class RegistryRegistration {
   private endpoint?: string;
 
   constructor(private readonly options: RegistrationOptions) {
-    this.client = new RegistryClient(options.registryUrl, { connections: 2, headersTimeoutMs: 10_000 });
+    this.client = new RegistryClient(options.registryUrl, { connections: 2, headersTimeoutMs: 10_000, headers: bearerHeaders(options.tokens, "node-registry") });
   }
 
   /** Starts registering in the background, once the executor's address is known. */

@@ -13,11 +13,13 @@ import { RegistryClient } from "../../clients/registry-client.js";
 import { SelectionClient } from "../../clients/selection-client.js";
 import { isCompositeDefinition } from "../../sdk/define-composite.js";
 import type { LoadedHandlers } from "../atomic-executor/handler-loader.js";
+import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
+import { bearerHeaders } from "../../clients/service-tokens.js";
 import { registerOnListen, type RegistryRegistration } from "../atomic-executor/registry-registration.js";
 import { CompositeDriver } from "./composite-driver.js";
 import { CompositeTargets } from "./composite-targets.js";
 
-export interface CompositeExecutorOptions {
+export interface CompositeExecutorOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
   /** Loaded handler packages; the composite definitions among them are served. */
@@ -44,8 +46,8 @@ const cancelParams = {
 /** Builds the Composite Executor service (not yet listening); registration starts when it listens. */
 export async function buildCompositeExecutor(options: CompositeExecutorOptions): Promise<FastifyInstance> {
   const composite = options.handlers.definitions.filter((d) => isCompositeDefinition(d.definition));
-  const registry = new RegistryClient(options.registryUrl, { connections: 8, headersTimeoutMs: 10_000 });
-  const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { connections: 32 }) : undefined;
+  const registry = new RegistryClient(options.registryUrl, { connections: 8, headersTimeoutMs: 10_000, headers: bearerHeaders(options.tokens, "node-registry") });
+  const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { connections: 32, headers: bearerHeaders(options.tokens, "selection") }) : undefined;
   const targets = new CompositeTargets(composite, options.handlers, registry);
   const driving = new Map<string, CompositeDriver>();
   const canceled = new Map<string, number>();
@@ -72,10 +74,11 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
     registration ? registration.check() : { name: "registry_registration", status: "ok", message: "waiting for the executor to listen" },
   ];
 
-  const app = createService({ name: "composite-executor", logger: options.logger, health });
+  const app = createService({ name: "composite-executor", logger: options.logger, health, auth: options.auth });
 
   registration = registerOnListen(app, {
     registryUrl: options.registryUrl,
+    tokens: options.tokens,
     kind: "composite",
     nodeTypes: composite.map((d) => d.definition.nodeType as NodeType),
     executorInstanceId: options.executorInstanceId,

@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { schemaId } from "@nodefabric/schemas";
 import { FabricError, invalidRequest, type ValidationIssue } from "../../http/errors.js";
+import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
@@ -16,7 +17,7 @@ import { schemaCompileIssues } from "./schema-compile-check.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
 import { validateNodeTypePlan } from "../composite-executor/plan/index.js";
 
-export interface NodeRegistryOptions {
+export interface NodeRegistryOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
   /** The SQLite file holding node types and executors (created when missing). */
@@ -119,7 +120,7 @@ async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
 /** Builds the Node Registry service on a SQLite file; the store is closed with the app. */
 export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<FastifyInstance> {
   const store: NodeTypeStore = new SqliteNodeTypeStore(options.dbPath);
-  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store) });
+  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store), auth: options.auth });
   app.addHook("onClose", async () => {
     await store.close();
   });

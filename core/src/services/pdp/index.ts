@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { PolicyDecisionRequest } from "@nodefabric/schemas";
+import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
@@ -17,7 +18,7 @@ export { createDecider, DEFAULT_DECISION_CACHE_SIZE, type Decider, type DeciderO
 export { analysePolicyReads, type PolicyReads } from "./read-analysis.js";
 export { toCedarRequest, entityTypeName, CEDAR_NAMESPACE, RESERVED_CONTEXT_KEYS, type CedarRequest, type DroppedValue } from "./request-mapping.js";
 
-export interface PdpOptions {
+export interface PdpOptions extends ServiceSecurityOptions {
   /** pino options, `false` (the default) to silence. */
   logger?: boolean | Record<string, unknown>;
   /** A Cedar policy text file; without one every action is allowed. */
@@ -52,7 +53,7 @@ export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstanc
   const decider = createDecider(policySet, entities, { decisionCacheSize: options.decisionCacheSize });
   const check = policyCheck(policySet, options.policyFile !== undefined, options.entitiesFile, entities.length, decider);
 
-  const app = createService({ name: "pdp", logger: options.logger, health: () => [check] });
+  const app = createService({ name: "pdp", logger: options.logger, health: () => [check], auth: options.auth });
   app.post("/v1/policy::decide", { schema: { body: ref("policy_decision_request") } }, async (req) => {
     if (req.body === undefined || req.body === null) {
       throw invalidRequest("the request body is missing", [{ path: "/", message: "a PolicyDecisionRequest is required" }]);

@@ -3,10 +3,28 @@
  * process, which then needs no HTTP hop.
  */
 import type { NodeRun, Run, RunStartRequest } from "@nodefabric/schemas";
+import type { FastifyRequest } from "fastify";
 import { FabricError } from "../../http/errors.js";
 import type { Caller, RunEngine } from "../../engine/run-engine.js";
 import type { RunState, RunStore } from "../../store/run-store.js";
 import { waitForRunEnd } from "./prefer-wait.js";
+
+/**
+ * The engine's view of who made a request, from its verified principal: nobody in particular when authentication
+ * is disabled, only runs without a tenant for an anonymous caller, and otherwise the token's tenant and subject (or
+ * the one NodeRun of an assignment token).
+ */
+export function callerOf(req: FastifyRequest): Caller {
+  const p = req.principal;
+  if (!p) return {};
+  if (p.kind === "anonymous") return { tenant_id: null };
+  if (p.assignment) return { assignment: p.assignment };
+  const caller: Caller = { authenticated: true };
+  if (p.tenant_id !== undefined) caller.tenant_id = p.tenant_id;
+  if (p.sub !== undefined) caller.sub = p.sub;
+  if (p.iss !== undefined) caller.iss = p.iss;
+  return caller;
+}
 
 export interface RunListQuery {
   state?: RunState;

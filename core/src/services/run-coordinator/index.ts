@@ -6,7 +6,7 @@ import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
 import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import os from "node:os";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeRunsCreateRequest, Run, RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
@@ -14,15 +14,18 @@ import { RegistryClient } from "../../clients/registry-client.js";
 import { HttpExecutorCaller } from "../../clients/executor-client.js";
 import { HttpPolicyClient } from "../../clients/pdp-client.js";
 import { RegistryResolver, type NodeTypeResolver } from "../../engine/node-type-resolver.js";
-import { RunEngine, type Caller, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
+import { RunEngine, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
 import type { RunStore } from "../../store/run-store.js";
 import { openSqliteRunStore } from "../../store/sqlite-run-store.js";
 import { streamEvents } from "./event-stream.js";
 import { parsePreferWait } from "./prefer-wait.js";
-import { CoordinatorApi, type RunListQuery } from "./coordinator-api.js";
+import { CoordinatorApi, callerOf, type RunListQuery } from "./coordinator-api.js";
+import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
+import { bearerHeaders } from "../../clients/service-tokens.js";
+import { AssignmentTokens } from "../../engine/assignment-tokens.js";
 import { exposeInProcess } from "../../in-process.js";
 
-export interface RunCoordinatorOptions {
+export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
   /** SQLite file of the run store (used when `store` is not given). */
   dbPath?: string;
@@ -50,22 +53,19 @@ export interface RunCoordinatorOptions {
   resolver?: NodeTypeResolver;
   executors?: ExecutorCaller;
   policy?: PolicyClient;
-}
-
-
-/** The caller's identity; authentication (and with it tenants) arrives in a later release. */
-function callerOf(_req: FastifyRequest): Caller {
-  return {};
+  /** Mints and checks assignment tokens (default: a random secret of this process). */
+  assignmentTokens?: AssignmentTokens;
 }
 
 /** Builds the Run Coordinator. */
 export async function buildRunCoordinator(options: RunCoordinatorOptions): Promise<FastifyInstance> {
   const store = options.store ?? openSqliteRunStore({ path: options.dbPath ?? ".fabric/run-coordinator.db" });
-  const registry = new RegistryClient(options.registryUrl);
-  const executors = options.executors ?? new HttpExecutorCaller();
-  const policy = options.policy ?? (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl) : undefined);
+  const registry = new RegistryClient(options.registryUrl, { headers: bearerHeaders(options.tokens, "node-registry") });
+  const executors = options.executors ?? new HttpExecutorCaller(options.tokens);
+  const policy = options.policy ?? (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl, { headers: bearerHeaders(options.tokens, "pdp") }) : undefined);
+  const assignmentTokens = options.assignmentTokens ?? new AssignmentTokens();
   const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl, composite: options.compositeExecutorUrl });
-  const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl) : undefined;
+  const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { headers: bearerHeaders(options.tokens, "selection") }) : undefined;
   const candidateSets = new Map<string, Promise<CandidateSet>>();
   // A stored candidate set never changes, so each is fetched once.
   const selectionLookup = selection && {
@@ -84,6 +84,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   const app = createService({
     name: "run-coordinator",
     logger: options.logger,
+    auth: options.auth && { ...options.auth, assignments: assignmentTokens, delegation: true },
     health: async () => [
       { name: "store", status: "ok" },
       {
@@ -106,6 +107,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     maxInFlight: options.maxInFlight,
     selection: selectionLookup || undefined,
     compositeLeaseMs: options.compositeLeaseMs,
+    assignmentTokens,
   });
   if (options.publicUrl) engine.coordinatorEndpoint = options.publicUrl.replace(/\/+$/, "");
   app.addHook("onListen", async () => {

@@ -14,10 +14,14 @@ const FORWARDED_REQUEST_HEADERS = ["authorization", "x-request-id", "traceparent
 /** Response headers that travel from the coordinator back to the client. */
 const RELAYED_RESPONSE_HEADERS = ["preference-applied", "x-next-page-token", "retry-after", "www-authenticate"] as const;
 
-/** The headers of an incoming request that the coordinator must see (identity and tracing), plus `extra`. */
-export function forwardedHeaders(req: FastifyRequest, extra: Record<string, string | undefined> = {}): Record<string, string> {
+/**
+ * The headers of an incoming request that the coordinator must see (identity and tracing), plus `extra`; without
+ * `withAuthorization` the client's own Authorization header stays behind.
+ */
+export function forwardedHeaders(req: FastifyRequest, extra: Record<string, string | undefined> = {}, withAuthorization = true): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of FORWARDED_REQUEST_HEADERS) {
+    if (name === "authorization" && !withAuthorization) continue;
     const v = req.headers[name];
     if (typeof v === "string" && v !== "") out[name] = v;
   }

@@ -3,19 +3,19 @@
  * v1 schemas, and forwards to the Run Coordinator over a pooled client, relaying answers and event streams back.
  */
 import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
-import type { CoordinatorApi, RunListQuery } from "../run-coordinator/coordinator-api.js";
-import type { Caller } from "../../engine/run-engine.js";
+import { callerOf as caller, type CoordinatorApi, type RunListQuery } from "../run-coordinator/coordinator-api.js";
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { CALLER_HEADER, encodeCaller, type ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import type { RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
 import { HttpClient } from "../../clients/http-client.js";
 import { parsePreferWait } from "../run-coordinator/prefer-wait.js";
-import { forward, forwardedHeaders } from "./coordinator-forwarding.js";
+import { forward, forwardedHeaders as clientHeaders } from "./coordinator-forwarding.js";
 import { pipeEvents } from "./event-pipe.js";
 import { coordinatorHealth } from "./coordinator-health.js";
 
-export interface RunGatewayOptions {
+export interface RunGatewayOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
   /** Base URL of the Run Coordinator every request is forwarded to. */
   coordinatorUrl: string;
@@ -32,15 +32,6 @@ export interface RunGatewayOptions {
    * use `coordinatorUrl`).
    */
   coordinator?: CoordinatorApi;
-}
-
-
-/**
- * AUTHENTICATION AT THE EDGE (a later issue): verify the caller's bearer token here and refuse with 401/403.
- * Until then every caller is let through; the `authorization` header is forwarded to the coordinator either way.
- */
-async function authenticateCaller(_req: FastifyRequest): Promise<void> {
-  // Intentionally empty until edge authentication lands.
 }
 
 const seg = encodeURIComponent;
@@ -61,11 +52,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     logger: options.logger,
     maxInFlight: options.maxInFlight,
     health: async () => [await coordinatorHealth(coordinator, options.healthTimeoutMs ?? 2_000)],
-  });
-
-  app.addHook("onRequest", async (req) => {
-    if (req.url.startsWith("/v1/health") || req.url.startsWith("/v1/version")) return;
-    await authenticateCaller(req);
+    auth: options.auth,
   });
   // Live streams would otherwise hold the close until their runs end.
   app.addHook("preClose", async () => {
@@ -76,7 +63,17 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
   });
 
   const local = options.coordinator;
-  const caller = (_req: FastifyRequest): Caller => ({});
+  // With its own tokens, a forwarded request carries the gateway's token and the verified caller (CALLER_HEADER);
+  // without them the client's Authorization header is forwarded as it came.
+  const tokens = options.tokens;
+  /** Headers of a forwarded request: identity (the gateway's token and its verified caller) and tracing. */
+  const forwardedHeaders = async (req: FastifyRequest, extra: Record<string, string | undefined> = {}): Promise<Record<string, string>> => {
+    if (!tokens) return clientHeaders(req, extra);
+    const h = clientHeaders(req, extra, false);
+    h.authorization = `Bearer ${await tokens.token("run-coordinator")}`;
+    if (req.principal) h[CALLER_HEADER] = encodeCaller(req.principal);
+    return h;
+  };
 
   app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
     const prefer = req.headers.prefer;
@@ -88,7 +85,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     const wait = parsePreferWait(prefer) ?? 0;
     return forward(coordinator, reply, "POST", "/v1/runs", {
       body: req.body as RunStartRequest,
-      headers: forwardedHeaders(req, { prefer: Array.isArray(prefer) ? prefer.join(", ") : prefer }),
+      headers: await forwardedHeaders(req, { prefer: Array.isArray(prefer) ? prefer.join(", ") : prefer }),
       timeoutMs: wait * 1000 + requestTimeoutMs,
     });
   });
@@ -100,25 +97,25 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
       if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
       return runs;
     }
-    return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
     if (local) return local.getRun(run_id, caller(req));
-    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
     if (local) return local.cancelRun(run_id, caller(req));
-    return forward(coordinator, reply, "POST", `/v1/runs/${seg(run_id)}:cancel`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "POST", `/v1/runs/${seg(run_id)}:cancel`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
     if (local) return local.listNodeRuns(run_id, caller(req));
-    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}/node-runs`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}/node-runs`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
@@ -127,7 +124,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     await pipeEvents(coordinator, req, reply, {
       path: `/v1/runs/${seg(run_id)}/events`,
       query: { after_seq: q.after_seq, follow: q.follow, types: q.types },
-      headers: forwardedHeaders(req),
+      headers: await forwardedHeaders(req),
       open: openStreams,
     });
   });
@@ -135,7 +132,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
   app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
     if (local) return local.getNodeRun(node_run_id, caller(req));
-    return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
@@ -144,7 +141,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
       await local.resolveApproval(approval_id, "approved", caller(req));
       return reply.code(204).send();
     }
-    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
@@ -153,7 +150,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
       await local.resolveApproval(approval_id, "rejected", caller(req));
       return reply.code(204).send();
     }
-    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { headers: forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   return app;

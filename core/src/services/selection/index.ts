@@ -5,6 +5,8 @@
 import type { FastifyInstance } from "fastify";
 import { validatorFor, type CandidateSet, type CandidateSetRequest, type ConstraintEnvelope, type NodeType } from "@nodefabric/schemas";
 import { FabricError, invalidRequest } from "../../http/errors.js";
+import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
+import { bearerHeaders, type ServiceTokens } from "../../clients/service-tokens.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { issuesFromAjv, ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
@@ -16,7 +18,7 @@ import { SqliteCandidateSetStore } from "../../store/candidate-set-sqlite-store.
 import { Catalogue, type NodeTypeSource } from "./catalogue.js";
 import type { CandidateFilter } from "./ranking.js";
 
-export interface SelectionOptions {
+export interface SelectionOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
   /** The SQLite file holding candidate sets (created when missing). */
@@ -71,8 +73,8 @@ function kindOf(body: CandidateSetRequest): "atomic" | "composite" | undefined {
   return value;
 }
 
-function registrySource(registryUrl: string): { source: NodeTypeSource; close: () => Promise<void> } {
-  const client = new RegistryClient(registryUrl, { headersTimeoutMs: 10_000, bodyTimeoutMs: 10_000 });
+function registrySource(registryUrl: string, tokens: ServiceTokens | undefined): { source: NodeTypeSource; close: () => Promise<void> } {
+  const client = new RegistryClient(registryUrl, { headersTimeoutMs: 10_000, bodyTimeoutMs: 10_000, headers: bearerHeaders(tokens, "node-registry") });
   return { source: () => client.listAll(), close: () => client.close() };
 }
 
@@ -83,7 +85,7 @@ export async function buildSelection(options: SelectionOptions): Promise<Fastify
   if (options.nodeTypes) {
     source = options.nodeTypes;
   } else if (options.registryUrl) {
-    ({ source, close: closeSource } = registrySource(options.registryUrl));
+    ({ source, close: closeSource } = registrySource(options.registryUrl, options.tokens));
   } else {
     throw new Error("buildSelection needs registryUrl or nodeTypes");
   }
@@ -107,7 +109,7 @@ export async function buildSelection(options: SelectionOptions): Promise<Fastify
     return checks;
   };
 
-  const app = createService({ name: "selection", logger: options.logger, health });
+  const app = createService({ name: "selection", logger: options.logger, health, auth: options.auth });
   app.addHook("onClose", async () => {
     await closeSource();
     await store.close();

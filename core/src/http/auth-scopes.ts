@@ -1,0 +1,116 @@
+/**
+ * Who may call what: the audience of each service, the scope every endpoint needs, the endpoints an
+ * `assignment_token` may use, and the scopes each service's own outbound tokens carry. docs/auth.md shows the same
+ * table; a test keeps the two equal, and a service refuses to start with a route this table does not cover.
+ */
+import type { ServiceName } from "./service.js";
+
+/** The scopes of CONTRACT.md ("Authentication"), plus `identity:delegate` (a NodeFabric extension, see below). */
+export const SCOPES = [
+  "runs:write",
+  "runs:read",
+  "node-runs:write",
+  "node-types:write",
+  "node-types:read",
+  "executions:write",
+  "candidate-sets:write",
+  "policy:decide",
+  "approvals:write",
+  // Lets a service token pass on the identity of the caller it acts for (the gateway, in `x-nodefabric-caller`).
+  "identity:delegate",
+] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** The `aud` a token must carry to be accepted by a service. */
+export function audienceOf(service: ServiceName): string {
+  return `nodefabric-${service}`;
+}
+
+/** Endpoints that never need a token. */
+export const PUBLIC_ROUTES: ReadonlySet<string> = new Set(["GET /v1/health", "GET /v1/version"]);
+
+export interface RouteAccess {
+  method: "GET" | "POST" | "PUT";
+  /** The path as CONTRACT.md writes it: `{param}` for parameters, `:action` suffixes. */
+  path: string;
+  /** The scope a token needs. A `:write` scope also grants the `:read` scope of the same resource. */
+  scope: Scope;
+  /** Whether an `assignment_token` may call it (bound to its NodeRun; the coordinator checks which one). */
+  assignment?: true;
+}
+
+const RUN_READS: RouteAccess[] = [
+  { method: "GET", path: "/v1/runs", scope: "runs:read" },
+  { method: "GET", path: "/v1/runs/{run_id}", scope: "runs:read" },
+  { method: "GET", path: "/v1/runs/{run_id}/node-runs", scope: "runs:read" },
+  { method: "GET", path: "/v1/runs/{run_id}/events", scope: "runs:read" },
+];
+
+const RUN_WRITES: RouteAccess[] = [
+  { method: "POST", path: "/v1/runs", scope: "runs:write" },
+  { method: "POST", path: "/v1/runs/{run_id}:cancel", scope: "runs:write" },
+  { method: "POST", path: "/v1/approvals/{approval_id}:approve", scope: "approvals:write" },
+  { method: "POST", path: "/v1/approvals/{approval_id}:reject", scope: "approvals:write" },
+];
+
+/** The one table of required scopes, per service. */
+export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>> = {
+  "run-gateway": [...RUN_WRITES, ...RUN_READS, { method: "GET", path: "/v1/node-runs/{node_run_id}", scope: "runs:read" }],
+  "run-coordinator": [
+    ...RUN_WRITES,
+    ...RUN_READS,
+    { method: "POST", path: "/v1/node-runs", scope: "node-runs:write", assignment: true },
+    { method: "GET", path: "/v1/node-runs/{node_run_id}", scope: "runs:read", assignment: true },
+    { method: "GET", path: "/v1/node-runs/{node_run_id}/events", scope: "runs:read", assignment: true },
+    { method: "POST", path: "/v1/node-runs/{node_run_id}:evaluation", scope: "node-runs:write", assignment: true },
+    { method: "POST", path: "/v1/node-runs/{node_run_id}:complete", scope: "node-runs:write", assignment: true },
+  ],
+  "atomic-executor": [
+    { method: "POST", path: "/v1/atomic-node-runs:execute", scope: "executions:write" },
+    { method: "POST", path: "/v1/atomic-node-runs/{node_run_id}:cancel", scope: "executions:write" },
+  ],
+  "composite-executor": [
+    { method: "POST", path: "/v1/composite-node-runs:begin", scope: "executions:write" },
+    { method: "POST", path: "/v1/composite-node-runs/{node_run_id}:cancel", scope: "executions:write" },
+  ],
+  "node-registry": [
+    { method: "GET", path: "/v1/node-types", scope: "node-types:read" },
+    { method: "POST", path: "/v1/node-types", scope: "node-types:write" },
+    { method: "GET", path: "/v1/node-types/{node_type_id}", scope: "node-types:read" },
+    { method: "GET", path: "/v1/node-types/{node_type_id}/versions", scope: "node-types:read" },
+    // The executor directory: an executor announcing what it serves writes to the catalogue.
+    { method: "PUT", path: "/v1/executors/{executor_instance_id}", scope: "node-types:write" },
+    { method: "GET", path: "/v1/executors", scope: "node-types:read" },
+  ],
+  selection: [
+    { method: "POST", path: "/v1/candidate-sets", scope: "candidate-sets:write" },
+    { method: "GET", path: "/v1/candidate-sets/{candidate_set_id}", scope: "candidate-sets:write" },
+  ],
+  pdp: [{ method: "POST", path: "/v1/policy:decide", scope: "policy:decide" }],
+};
+
+/** Writes a fastify route URL the way CONTRACT.md does: `/v1/runs/:run_id(.+)::cancel` → `/v1/runs/{run_id}:cancel`. */
+export function contractPath(fastifyUrl: string): string {
+  return fastifyUrl.replace(/::/g, "\u0000").replace(/:([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?/g, "{$1}").replace(/\u0000/g, ":");
+}
+
+/** Whether a token's scopes grant `needed` (`x:write` grants `x:read`). */
+export function grants(scopes: ReadonlySet<string>, needed: string): boolean {
+  if (scopes.has(needed)) return true;
+  return needed.endsWith(":read") && scopes.has(`${needed.slice(0, -":read".length)}:write`);
+}
+
+/**
+ * The scopes a service's own token for `target` carries: what that service needs of the target, and no more.
+ * Only the gateway may pass on its caller's identity.
+ */
+export function outboundScopes(from: ServiceName, target: ServiceName): Scope[] {
+  const needed = new Set<Scope>();
+  for (const r of ROUTE_ACCESS[target]) needed.add(r.scope);
+  if (target === "run-coordinator") {
+    // Composite executors reach the coordinator with assignment tokens, never with their own.
+    needed.delete("node-runs:write");
+    if (from === "run-gateway") needed.add("identity:delegate");
+  }
+  return [...needed].sort();
+}

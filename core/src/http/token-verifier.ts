@@ -1,0 +1,277 @@
+/**
+ * Verifies bearer JWTs with jose against a JWKS (a URL, OIDC discovery, or a local file): an explicit allow-list of
+ * algorithms, `iss`, the service's `aud`, `exp` (required) and `nbf` with a clock tolerance, and `typ` when asked.
+ * Every refusal is a 401 `unauthenticated` whose message says exactly what was wrong; keys that cannot be fetched
+ * are a 503, because the caller did nothing wrong.
+ */
+import { readFileSync, statSync } from "node:fs";
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  errors as joseErrors,
+  jwtVerify,
+  type JSONWebKeySet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from "jose";
+import { request } from "undici";
+import { FabricError } from "./errors.js";
+import { clock } from "../clock.js";
+
+/** Algorithms accepted when none are configured: asymmetric only, so a public key can never serve as a secret. */
+export const DEFAULT_ALGORITHMS = ["RS256", "PS256", "ES256", "EdDSA"] as const;
+
+/** Where the verification keys come from. */
+export type KeySource = { jwksUrl: string } | { jwksFile: string } | { oidcDiscoveryUrl: string };
+
+export interface TokenVerifierOptions {
+  keys: KeySource;
+  /** The `iss` every token must carry; with OIDC discovery it defaults to the discovered issuer. */
+  issuer?: string;
+  /** Allowed `alg` values (default DEFAULT_ALGORITHMS). `none` and HS* are refused: a JWKS holds public keys. */
+  algorithms?: readonly string[];
+  /** Leeway for `exp` and `nbf`, in seconds (default 60). */
+  clockToleranceSeconds?: number;
+  /** The `typ` header every token must carry (e.g. `at+jwt`); unchecked when absent. */
+  typ?: string;
+  /** How long fetched keys are used before they are fetched again, in ms (default 10 min). */
+  cacheMaxAgeMs?: number;
+  /** After a fetch, how long an unknown `kid` does not cause another one, in ms (default 30 s). */
+  cooldownMs?: number;
+  /** Time allowed for fetching keys or the discovery document, in ms (default 5 s). */
+  timeoutMs?: number;
+}
+
+/** What a verified token says about its bearer. */
+export interface VerifiedToken {
+  iss: string;
+  sub?: string;
+  tenant_id?: string;
+  scopes: ReadonlySet<string>;
+  /** Expiry, in ms since the epoch. */
+  expiresAt: number;
+  claims: JWTPayload;
+}
+
+/** A 401 with the RFC 6750 challenge that says why. */
+export function unauthenticated(description: string, realm: string): FabricError {
+  const safe = description.replace(/["\\]/g, "'");
+  return new FabricError("unauthenticated", description, {
+    headers: { "www-authenticate": `Bearer realm="${realm}", error="invalid_token", error_description="${safe}"` },
+  });
+}
+
+/** The keys could not be obtained: not the caller's fault, so 503 and not 401. */
+class KeysUnavailable extends Error {}
+
+function keysUnavailable(err: unknown): never {
+  if (err instanceof KeysUnavailable) throw err;
+  throw new KeysUnavailable(`the signing keys could not be fetched: ${(err as Error).message}`, { cause: err });
+}
+
+/** A JWKS file, read again when it changes: a new `kid` is picked up at once, a removed one after cacheMaxAge. */
+function fileKeySet(file: string, cacheMaxAgeMs: number, cooldownMs: number): JWTVerifyGetKey {
+  let local: JWTVerifyGetKey;
+  let mtime = -1;
+  let checkedAt = 0;
+  const load = (initial: boolean) => {
+    checkedAt = clock.now();
+    try {
+      const st = statSync(file);
+      if (st.mtimeMs === mtime) return;
+      const jwks = JSON.parse(readFileSync(file, "utf8")) as JSONWebKeySet;
+      local = createLocalJWKSet(jwks);
+      mtime = st.mtimeMs;
+    } catch (err) {
+      // At start a bad file stops the service; later, the keys already loaded stay in use.
+      if (initial) throw new Error(`cannot use the JWKS file ${file}: ${(err as Error).message}`);
+    }
+  };
+  load(true);
+  return async (header, token) => {
+    if (clock.now() - checkedAt > cacheMaxAgeMs) load(false);
+    try {
+      return await local(header, token);
+    } catch (err) {
+      if (err instanceof joseErrors.JWKSNoMatchingKey && clock.now() - checkedAt > cooldownMs) {
+        load(false);
+        return local(header, token);
+      }
+      throw err;
+    }
+  };
+}
+
+function remoteKeySet(url: string, o: Required<Pick<TokenVerifierOptions, "cacheMaxAgeMs" | "cooldownMs" | "timeoutMs">>): JWTVerifyGetKey {
+  // Built once: jose caches the set, refetches after cacheMaxAge, and on an unknown kid once the cooldown has passed.
+  const remote = createRemoteJWKSet(new URL(url), { cacheMaxAge: o.cacheMaxAgeMs, cooldownDuration: o.cooldownMs, timeoutDuration: o.timeoutMs });
+  return async (header, token) => {
+    try {
+      return await remote(header, token);
+    } catch (err) {
+      if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
+      if (err instanceof joseErrors.JOSENotSupported) throw err;
+      return keysUnavailable(err);
+    }
+  };
+}
+
+interface Discovered {
+  issuer: string;
+  keys: JWTVerifyGetKey;
+}
+
+/** Verifies tokens for any of the services of this process; each call names the audience it needs. */
+export class TokenVerifier {
+  private readonly algorithms: string[];
+  private readonly toleranceS: number;
+  private readonly cacheMaxAgeMs: number;
+  private readonly cooldownMs: number;
+  private readonly timeoutMs: number;
+  private keys?: JWTVerifyGetKey;
+  private issuer?: string;
+  private discovery?: Promise<Discovered>;
+  private discoveryFailedAt = 0;
+  /** Tokens already verified, until they expire or the key cache would be refreshed (whichever is first). */
+  private readonly verified = new Map<string, { token: VerifiedToken; until: number }>();
+
+  constructor(private readonly o: TokenVerifierOptions) {
+    this.algorithms = [...(o.algorithms ?? DEFAULT_ALGORITHMS)];
+    const weak = this.algorithms.filter((a) => a === "none" || /^HS/i.test(a));
+    if (weak.length > 0) throw new Error(`auth.algorithms: ${weak.join(", ")} cannot be verified with a JWKS of public keys; use RS*, PS*, ES* or EdDSA`);
+    if (this.algorithms.length === 0) throw new Error("auth.algorithms must name at least one algorithm");
+    this.toleranceS = o.clockToleranceSeconds ?? 60;
+    this.cacheMaxAgeMs = o.cacheMaxAgeMs ?? 600_000;
+    this.cooldownMs = o.cooldownMs ?? 30_000;
+    this.timeoutMs = o.timeoutMs ?? 5_000;
+    this.issuer = o.issuer;
+    const opts = { cacheMaxAgeMs: this.cacheMaxAgeMs, cooldownMs: this.cooldownMs, timeoutMs: this.timeoutMs };
+    if ("jwksUrl" in o.keys) this.keys = remoteKeySet(o.keys.jwksUrl, opts);
+    else if ("jwksFile" in o.keys) this.keys = fileKeySet(o.keys.jwksFile, this.cacheMaxAgeMs, this.cooldownMs);
+    if (!("oidcDiscoveryUrl" in o.keys) && !this.issuer) throw new Error("auth.issuer is required to verify tokens (only OIDC discovery can find it)");
+  }
+
+  /** Where keys come from, for health checks and messages. */
+  describeKeys(): string {
+    const k = this.o.keys;
+    return "jwksUrl" in k ? k.jwksUrl : "jwksFile" in k ? k.jwksFile : k.oidcDiscoveryUrl;
+  }
+
+  /** Fetches the OIDC discovery document once (again after a failure, once the cooldown has passed). */
+  private discover(url: string): Promise<Discovered> {
+    if (this.discovery) return this.discovery;
+    if (clock.now() - this.discoveryFailedAt < Math.min(this.cooldownMs, 5_000)) {
+      return Promise.reject(new KeysUnavailable(`OIDC discovery at ${url} failed moments ago`));
+    }
+    const doc = url.includes("/.well-known/") ? url : `${url.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+    this.discovery = (async () => {
+      const res = await request(doc, { headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, headers: { accept: "application/json" } });
+      const body = (await res.body.json().catch(() => null)) as { issuer?: unknown; jwks_uri?: unknown } | null;
+      if (res.statusCode !== 200 || !body || typeof body.jwks_uri !== "string" || typeof body.issuer !== "string") {
+        throw new Error(`${doc} answered ${res.statusCode} without an issuer and a jwks_uri`);
+      }
+      if (this.o.issuer && body.issuer !== this.o.issuer) throw new Error(`${doc} names the issuer ${body.issuer}, not the configured ${this.o.issuer}`);
+      return { issuer: body.issuer, keys: remoteKeySet(body.jwks_uri, { cacheMaxAgeMs: this.cacheMaxAgeMs, cooldownMs: this.cooldownMs, timeoutMs: this.timeoutMs }) };
+    })();
+    this.discovery.catch(() => {
+      this.discovery = undefined;
+      this.discoveryFailedAt = clock.now();
+    });
+    return this.discovery;
+  }
+
+  /** Verifies `token` for `audience`; throws a FabricError (401 unauthenticated, or 503 unavailable). */
+  async verify(token: string, audience: string): Promise<VerifiedToken> {
+    const cacheKey = `${audience} ${token}`;
+    const now = clock.now();
+    const hit = this.verified.get(cacheKey);
+    if (hit) {
+      if (now < hit.until) return hit.token;
+      this.verified.delete(cacheKey);
+    }
+    let keys = this.keys;
+    let issuer = this.issuer;
+    try {
+      if (!keys) {
+        const d = await this.discover((this.o.keys as { oidcDiscoveryUrl: string }).oidcDiscoveryUrl);
+        keys = d.keys;
+        issuer = this.o.issuer ?? d.issuer;
+      }
+      const { payload } = await jwtVerify(token, keys, {
+        algorithms: this.algorithms,
+        issuer,
+        audience,
+        clockTolerance: this.toleranceS,
+        requiredClaims: ["exp"],
+        typ: this.o.typ,
+        currentDate: new Date(now),
+      });
+      const verified = toVerified(payload);
+      // Cached no longer than the keys are: a key removed from the JWKS stops working as soon as it would anyway.
+      const until = Math.min(verified.expiresAt + this.toleranceS * 1000, now + Math.min(this.cacheMaxAgeMs, 60_000));
+      if (this.verified.size >= 10_000) this.verified.delete(this.verified.keys().next().value as string);
+      this.verified.set(cacheKey, { token: verified, until });
+      return verified;
+    } catch (err) {
+      throw refusal(err, audience, issuer);
+    }
+  }
+}
+
+function scopesOf(payload: JWTPayload): Set<string> {
+  const out = new Set<string>();
+  const add = (v: unknown) => {
+    const list = typeof v === "string" ? v.split(" ") : Array.isArray(v) ? v : [];
+    for (const s of list) if (typeof s === "string" && s !== "") out.add(s);
+  };
+  add(payload.scope);
+  add(payload.scp);
+  return out;
+}
+
+function toVerified(payload: JWTPayload): VerifiedToken {
+  const v: VerifiedToken = { iss: payload.iss!, scopes: scopesOf(payload), expiresAt: payload.exp! * 1000, claims: payload };
+  if (typeof payload.sub === "string" && payload.sub !== "") v.sub = payload.sub;
+  if (typeof payload.tenant_id === "string" && payload.tenant_id !== "") v.tenant_id = payload.tenant_id;
+  return v;
+}
+
+/** Says, in the caller's terms, why a token was refused. */
+function refusal(err: unknown, audience: string, issuer: string | undefined): FabricError {
+  // The realm is the service's audience, so a client with several services can tell which one refused.
+  const deny = (description: string) => unauthenticated(description, audience);
+  if (FabricError.is(err)) return err;
+  if (err instanceof KeysUnavailable) {
+    return new FabricError("unavailable", err.message, { headers: { "retry-after": "5" }, retryable: true });
+  }
+  if (err instanceof joseErrors.JWTExpired) return deny("the token has expired");
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    switch (err.claim) {
+      case "nbf":
+        return deny("the token is not valid yet (nbf is in the future)");
+      case "iat":
+        return deny("the token was issued in the future (iat)");
+      case "iss":
+        return deny(`the token was not issued by ${issuer}`);
+      case "aud":
+        return deny(`the token is not meant for this service (its audience is not ${audience})`);
+      case "exp":
+        return deny("the token has no expiry (exp)");
+      case "typ":
+        return deny(`the token's typ header is not the one this service requires`);
+      default:
+        return deny(`the token's ${err.claim} claim is not valid: ${err.reason}`);
+    }
+  }
+  if (err instanceof joseErrors.JOSEAlgNotAllowed || err instanceof joseErrors.JOSENotSupported) {
+    return deny("the token is signed with an algorithm this service does not accept");
+  }
+  if (err instanceof joseErrors.JWKSNoMatchingKey) return deny("no key in the JWKS matches the token's kid");
+  if (err instanceof joseErrors.JWKSMultipleMatchingKeys) return deny("several keys in the JWKS match the token; it needs a kid");
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return deny("the token's signature does not verify");
+  if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid || err instanceof joseErrors.JOSEError) {
+    return deny("the token is malformed");
+  }
+  if (err instanceof TypeError || err instanceof SyntaxError) return deny("the token is malformed");
+  return new FabricError("unavailable", `tokens cannot be verified right now: ${(err as Error).message}`, { headers: { "retry-after": "5" }, retryable: true });
+}
