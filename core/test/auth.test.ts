@@ -247,3 +247,15 @@ describe("optional and disabled modes", () => {
     await expect(securedPdp(undefined, "required")).rejects.toThrow(/no token verifier/);
   });
 });
+
+describe("the scope table in the docs", () => {
+  it("is the table in the code, row for row", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { ROUTE_ACCESS } = await import("@nodefabric/core");
+    const doc = readFileSync(new URL("../../docs/auth.md", import.meta.url), "utf8");
+    const table = doc.slice(doc.indexOf("<!-- scope-table:start -->"), doc.indexOf("<!-- scope-table:end -->"));
+    const rows = [...table.matchAll(/^\| ([a-z-]+) \| `(GET|POST|PUT) ([^`]+)` \| `([^`]+)` \| (yes)? ?\|$/gm)].map((m) => `${m[1]} ${m[2]} ${m[3]} ${m[4]}${m[5] ? " assignment" : ""}`);
+    const code = Object.entries(ROUTE_ACCESS).flatMap(([svc, routes]) => routes.map((r) => `${svc} ${r.method} ${r.path} ${r.scope}${r.assignment ? " assignment" : ""}`));
+    expect(rows).toEqual(code);
+  });
+});

@@ -64,3 +64,50 @@ describe("configuration", () => {
     expect(() => loadConfig({ cwd: dir(), env: {}, configFile: "missing.json" })).toThrow(/config file not found/);
   });
 });
+
+describe("auth configuration", () => {
+  it("is disabled by default, and required when a command says so, below the file, the environment and flags", () => {
+    expect(loadConfig({ cwd: dir(), env: {} }).auth.mode).toBe("disabled");
+    const d = dir();
+    writeFileSync(path.join(d, "jwks.json"), JSON.stringify({ keys: [] }));
+    const required = loadConfig({ cwd: d, env: { FABRIC_AUTH_ISSUER: "https://id.example/", FABRIC_AUTH_JWKS_FILE: "jwks.json" }, commandDefaults: { auth: { mode: "required" } } });
+    expect(required.auth).toMatchObject({ mode: "required", issuer: "https://id.example/", jwks_file: "jwks.json", clock_tolerance_s: 60 });
+    const flagged = loadConfig({ cwd: d, env: { FABRIC_AUTH_MODE: "optional", FABRIC_AUTH_ISSUER: "i", FABRIC_AUTH_JWKS_FILE: "jwks.json" }, commandDefaults: { auth: { mode: "required" } }, flags: { auth: { mode: "disabled" } } });
+    expect(flagged.auth.mode).toBe("disabled");
+    expect(loadConfig({ cwd: d, env: { FABRIC_AUTH_MODE: "optional", FABRIC_AUTH_ISSUER: "i", FABRIC_AUTH_JWKS_FILE: "jwks.json", FABRIC_AUTH_ALGORITHMS: "ES256,EdDSA" } }).auth).toMatchObject({ mode: "optional", algorithms: ["ES256", "EdDSA"] });
+  });
+
+  it("names what is missing or contradictory", () => {
+    expect(() => loadConfig({ cwd: dir(), env: {}, commandDefaults: { auth: { mode: "required" } } })).toThrow(/no keys to verify tokens with: set auth.jwks_url, auth.jwks_file or auth.oidc_discovery_url/);
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_AUTH_MODE: "required", FABRIC_AUTH_JWKS_URL: "http://id/jwks" } })).toThrow(/auth.issuer is needed/);
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_AUTH_MODE: "required", FABRIC_AUTH_ISSUER: "i", FABRIC_AUTH_JWKS_URL: "http://id/jwks", FABRIC_AUTH_JWKS_FILE: "x" } })).toThrow(/set only one of jwks_url, jwks_file/);
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_AUTH_MODE: "sometimes" } })).toThrow(/auth.mode: must be one of required, optional, disabled/);
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_AUTH_ALGORITHMS: "HS256" } })).toThrow(/auth.algorithms.0: must be one of/);
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_AUTH_ISSUER: "i", FABRIC_AUTH_SIGNING_KEY_FILE: "k", FABRIC_AUTH_TOKEN_URL: "http://id/token", FABRIC_AUTH_CLIENT_ID: "c", FABRIC_AUTH_CLIENT_SECRET: "s" } })).toThrow(/either signing_key_file .* or token_url/);
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_AUTH_TOKEN_URL: "http://id/token" } })).toThrow(/token_url needs auth.client_id/);
+  });
+
+  it("treats only loopback addresses as loopback", async () => {
+    const { isLoopbackHost } = await import("../src/config.js");
+    for (const h of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) expect(isLoopbackHost(h), h).toBe(true);
+    for (const h of ["0.0.0.0", "::", "10.0.0.5", "192.168.1.2", "example.com", "128.0.0.1"]) expect(isLoopbackHost(h), h).toBe(false);
+  });
+
+  it("refuses to start without authentication anywhere but on loopback, before anything listens", async () => {
+    const { startFabric } = await import("../src/fabric.js");
+    const config = loadConfig({ cwd: dir(), env: {}, flags: { host: "0.0.0.0", port_base: 0, log_level: "silent" } as never });
+    const err = await startFabric(config).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(/refusing to listen on 0\.0\.0\.0: authentication is disabled/);
+  });
+
+  it("requires a way to obtain service tokens when a calling service has auth on", async () => {
+    const { fabricSecurity } = await import("../src/fabric-security.js");
+    const d = dir();
+    writeFileSync(path.join(d, "jwks.json"), JSON.stringify({ keys: [] }));
+    const config = loadConfig({ cwd: d, env: { FABRIC_AUTH_MODE: "required", FABRIC_AUTH_ISSUER: "i", FABRIC_AUTH_JWKS_FILE: "jwks.json" } });
+    const security = fabricSecurity(config);
+    expect(() => security.forService("run-gateway")).toThrow(/set auth.signing_key_file .* or auth.token_url/);
+    expect(security.forService("pdp").auth?.mode).toBe("required");
+  });
+});
