@@ -44,7 +44,9 @@ describe("inbound authentication: every way a token is refused (401)", () => {
     const ok = await decide(await idp.mint({ aud: AUD, scope: "policy:decide" }));
     expect(ok.status).toBe(200);
     expect(ok.body.decision).toBe("allow");
-    expect((await checkedCall(pdp.url, "GET", "/v1/health")).status).toBe(200);
+    const health = await checkedCall(pdp.url, "GET", "/v1/health");
+    expect(health.status).toBe(200);
+    expect(health.body.extensions["nodefabric.auth"]).toEqual({ mode: "required", audience: "nodefabric-pdp", keys: idp.jwksUrl });
     expect((await checkedCall(pdp.url, "GET", "/v1/version")).status).toBe(200);
   });
 

@@ -7,12 +7,13 @@
  * Options: --rounds N (default 5), --only a,b (scenario names), --runs N (atomic-throughput size, default 10000).
  */
 import Fastify from "fastify";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Pool, request } from "undici";
+import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair } from "jose";
 import { buildAtomicExecutor, loadConfig, loadHandlers, startFabric } from "../../core/dist/index.js";
 import { closedLoop, median } from "./load.mjs";
 
@@ -66,18 +67,39 @@ async function startSlowUpstream(ms) {
 
 // ------------------------------------------------------------------ fabric
 
-async function startWholeFabric() {
+/**
+ * With `auth`, every service requires tokens: keys are generated into the data directory, the services mint their
+ * own tokens with them, and the returned `headers` carry a client token for the gateway.
+ */
+async function startWholeFabric({ auth = false } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
-  const config = loadConfig({ cwd: repo, env: {}, flags: { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] } });
+  const flags = { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] };
+  let headers = {};
+  let registryHeaders = {};
+  if (auth) {
+    const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true });
+    const pub = await exportJWK(publicKey);
+    const kid = await calculateJwkThumbprint(pub);
+    writeFileSync(path.join(dataDir, "jwks.json"), JSON.stringify({ keys: [{ ...pub, kid, alg: "ES256", use: "sig" }] }));
+    writeFileSync(path.join(dataDir, "signing-key.json"), JSON.stringify({ ...(await exportJWK(privateKey)), kid, alg: "ES256" }));
+    const issuer = "urn:nodefabric:bench";
+    flags.auth = { mode: "required", issuer, jwks_file: path.join(dataDir, "jwks.json"), signing_key_file: path.join(dataDir, "signing-key.json") };
+    const mint = (aud, scope) =>
+      new SignJWT({ scope, tenant_id: "bench" }).setProtectedHeader({ alg: "ES256", kid }).setIssuer(issuer).setSubject("bench").setAudience(aud).setIssuedAt().setExpirationTime("1h").sign(privateKey);
+    headers = { authorization: `Bearer ${await mint("nodefabric-run-gateway", "runs:write runs:read")}` };
+    registryHeaders = { authorization: `Bearer ${await mint("nodefabric-node-registry", "node-types:read")}` };
+  }
+  const config = loadConfig({ cwd: repo, env: {}, flags });
   const fabric = await startFabric(config);
   for (let i = 0; i < 200; i++) {
-    const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`);
+    const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`, { headers: registryHeaders });
     const list = await r.body.json();
     if (list.length > 0) break;
     await new Promise((r) => setTimeout(r, 50));
   }
   return {
     fabric,
+    headers,
     close: async () => {
       await fabric.close();
       rmSync(dataDir, { recursive: true, force: true });
@@ -118,11 +140,11 @@ async function atomicExecute(total) {
   }
 }
 
-async function atomicThroughput(total) {
-  const { fabric, close } = await startWholeFabric();
+async function atomicThroughput(total, options = {}) {
+  const { fabric, headers, close } = await startWholeFabric(options);
   const url = fabric.urls["run-gateway"];
   const load = (n) =>
-    closedLoop({ url, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60" }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
+    closedLoop({ url, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60", ...headers }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
   try {
     await load(Math.min(total, 1000));
     return await withPeakRss(() => load(total));
@@ -239,6 +261,13 @@ const scenarios = [
     describe: `${RUNS} runs of demo.echo through the gateway (Prefer: wait), ${CLIENTS} closed-loop clients, all services in one process, durable SQLite`,
     floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(RUNS) },
     run: () => atomicThroughput(RUNS),
+    higherIsBetter: true,
+  },
+  {
+    name: "atomic-throughput-auth",
+    describe: `the same as atomic-throughput with auth required on every service: a client token verified at the gateway (ES256), service tokens between services`,
+    floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(RUNS) },
+    run: () => atomicThroughput(RUNS, { auth: true }),
     higherIsBetter: true,
   },
   {

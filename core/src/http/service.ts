@@ -9,6 +9,7 @@ import { dedupeIssues, issuesFromAjv, validatorCompiler } from "./validation.js"
 import { SERVICE_VERSION } from "../version.js";
 import { clock } from "../clock.js";
 import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
+import { audienceOf } from "./auth-scopes.js";
 
 /** The seven services of the v1 contract, in port order. */
 export const SERVICE_NAMES = [
@@ -186,10 +187,13 @@ export function createService(options: ServiceOptions): FastifyInstance {
     return sendError(reply, new FabricError("route_not_found", `no route ${req.method} ${path}`));
   });
 
+  const auth = options.auth ?? { mode: "disabled" as const };
+  // How callers are checked, so a service running without authentication is never a surprise.
+  const authInfo = { mode: auth.mode, audience: audienceOf(options.name), ...(auth.verifier ? { keys: auth.verifier.describeKeys() } : {}) };
   app.get("/v1/health", async (_req, reply) => {
     const checks = options.health ? await options.health() : [];
     const status: HealthStatus = checks.some((c) => c.status === "down") ? "down" : checks.some((c) => c.status === "degraded") ? "degraded" : "ok";
-    const health = { status, time: clock.isoNow(), checks, extensions: { "nodefabric.service": options.name } };
+    const health = { status, time: clock.isoNow(), checks, extensions: { "nodefabric.service": options.name, "nodefabric.auth": authInfo } };
     if (status === "down") {
       return sendError(reply, new FabricError("unavailable", `${options.name} is down`, { details: { health }, headers: { "retry-after": "5" } }));
     }
