@@ -245,6 +245,13 @@ describe("optional and disabled modes", () => {
     }
   });
 
+  it("a secured service refuses a route the scope table does not cover, instead of leaving it open", async () => {
+    const { createService } = await import("@nodefabric/core");
+    const app = createService({ name: "pdp", auth: { mode: "required", verifier: new TokenVerifier({ keys: { jwksUrl: idp.jwksUrl }, issuer: idp.issuer }) } });
+    expect(() => app.post("/v1/backdoor", async () => ({}))).toThrow(/route POST \/v1\/backdoor has no entry in ROUTE_ACCESS/);
+    await app.close();
+  });
+
   it("required without a verifier does not start", async () => {
     await expect(securedPdp(undefined, "required")).rejects.toThrow(/no token verifier/);
   });

@@ -127,6 +127,7 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
   if (o.mode !== "disabled" && !o.verifier) throw new Error(`${o.service}: authentication is ${o.mode} but no token verifier is configured`);
 
   app.decorateRequest("principal", undefined);
+  if (o.mode === "disabled") return;
   // Every route states its scope in the one table; a route missing there stops the start instead of going unguarded.
   app.addHook("onRoute", (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
@@ -134,7 +135,6 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
     if (m === undefined) return;
     route.config = { ...(route.config as object), access: lookup(m, route.url ?? route.path) };
   });
-  if (o.mode === "disabled") return;
 
   const authenticate = async (token: string): Promise<Principal> => {
     if (o.assignments?.recognizes(token)) {
