@@ -319,7 +319,10 @@ function checkAuthConfig(a: AuthConfig): void {
   if (sources.length > 1) problems.push(`auth: set only one of ${sources.join(", ")}`);
   if (a.mode !== "disabled") {
     if (sources.length === 0) {
-      problems.push(`auth.mode is "${a.mode}" but no keys to verify tokens with: set auth.jwks_url, auth.jwks_file or auth.oidc_discovery_url (or use auth.mode "disabled" for local development on loopback)`);
+      problems.push(
+        `auth.mode is "${a.mode}" but no keys to verify tokens with: set auth.jwks_url, auth.jwks_file or auth.oidc_discovery_url ` +
+          `(\`fabric keys generate\` writes a jwks.json and a signing key; or use --auth disabled for local development on loopback)`,
+      );
     }
     if (!a.issuer && a.oidc_discovery_url === undefined) problems.push(`auth.issuer is needed to verify tokens (only OIDC discovery can find it)`);
   }

@@ -35,8 +35,9 @@ export function assertListenAllowed(config: FabricConfig): void {
   if (config.auth.mode === "disabled" && !isLoopbackHost(config.host)) {
     throw new ConfigError(
       `refusing to listen on ${config.host}: authentication is disabled (auth.mode "disabled"), and a fabric without ` +
-        `authentication listens on loopback addresses only (127.0.0.1, ::1). Listen on 127.0.0.1, or turn authentication on ` +
-        `(--auth required, with auth.issuer and auth.jwks_url, auth.jwks_file or auth.oidc_discovery_url).`,
+        `authentication listens on loopback addresses only (127.0.0.1, ::1). Listen on 127.0.0.1, or turn authentication on: ` +
+        `\`fabric dev --auth\` (keys generated for you), or auth.mode "required" with auth.issuer and auth.jwks_url, ` +
+        `auth.jwks_file or auth.oidc_discovery_url (see docs/auth.md).`,
     );
   }
 }

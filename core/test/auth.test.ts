@@ -177,7 +177,7 @@ describe("where keys come from", () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "nf-jwks-"));
     const file = path.join(dir, "jwks.json");
     idp.writeJwks(file, [idp.keys[0]!]);
-    const pdp = await securedPdp(new TokenVerifier({ keys: { jwksFile: file }, issuer: idp.issuer, cooldownMs: 0 }));
+    const pdp = await securedPdp(new TokenVerifier({ keys: { jwksFile: file }, issuer: idp.issuer }));
     try {
       const next = await makeKey("RS256");
       const tokenNext = await idp.mint({ aud: AUD, scope: "policy:decide", key: next });

@@ -66,6 +66,8 @@ describe("composite replay after the composite executor is killed", () => {
     const args = [
       "start",
       "composite-executor",
+      "--auth",
+      "disabled",
       "--port-base",
       String(port - 3),
       "--data-dir",

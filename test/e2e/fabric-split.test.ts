@@ -3,11 +3,12 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
 import { call, eventually, readNdjson } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
+const SERVICES = ["node-registry", "pdp", "selection", "atomic-executor", "run-coordinator", "run-gateway"];
 
 describe("fabric start: one service per process, wired over HTTP", () => {
   const procs: FabricProcess[] = [];
@@ -18,8 +19,8 @@ describe("fabric start: one service per process, wired over HTTP", () => {
   it("runs a node through gateway, coordinator, PDP, registry, selection and executor in six processes", async () => {
     const base = await freePortBase();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-split-"));
-    const common = ["--port-base", String(base), "--data-dir", dataDir];
-    for (const service of ["node-registry", "pdp", "selection", "atomic-executor", "run-coordinator", "run-gateway"]) {
+    const common = ["--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir];
+    for (const service of SERVICES) {
       procs.push(await startFabricProcess(["start", service, ...common], { cwd: repo, expect: 1 }));
     }
     const url = (name: string) => procs.find((p) => p.urls[name])!.urls[name];
@@ -35,5 +36,58 @@ describe("fabric start: one service per process, wired over HTTP", () => {
 
     const health = await call("GET", `${url("run-gateway")}/v1/health`);
     expect(health.body.checks.find((c: { name: string }) => c.name === "run-coordinator").status).not.toBe("down");
+  }, 90_000);
+});
+
+describe("fabric start with authentication required: service tokens over real HTTP", () => {
+  const procs: FabricProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.stop()));
+  });
+
+  it("completes a run through six processes for a client with a token, and refuses one without", async () => {
+    const base = await freePortBase();
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-split-auth-"));
+    const keysDir = path.join(dataDir, "keys");
+    const keys = await runFabric(["keys", "generate", "--out", keysDir], { cwd: repo });
+    expect(keys.code).toBe(0);
+    // Every process, the token minting included, reads the same auth configuration from the environment.
+    const env = {
+      FABRIC_AUTH_ISSUER: "https://issuer.split.test",
+      FABRIC_AUTH_JWKS_FILE: path.join(keysDir, "jwks.json"),
+      FABRIC_AUTH_SIGNING_KEY_FILE: path.join(keysDir, "signing-key.json"),
+    };
+    const common = ["--auth", "required", "--port-base", String(base), "--data-dir", dataDir];
+    for (const service of SERVICES) {
+      const p = await startFabricProcess(["start", service, ...common], { cwd: repo, env, expect: 1 });
+      procs.push(p);
+      await eventually(async () => (p.output().includes("auth: required") ? true : undefined), 5_000, "the auth line of the banner");
+    }
+    const url = (name: string) => procs.find((p) => p.urls[name])!.urls[name];
+
+    const minted = await runFabric(["token", "mint", "--aud", "run-gateway", "--aud", "node-registry", "--scope", "runs:read runs:write node-types:read"], { cwd: repo, env });
+    expect(minted.stderr).toBe("");
+    expect(minted.code).toBe(0);
+    const bearer = { authorization: `Bearer ${minted.stdout.trim()}` };
+
+    // The executor announces itself to the registry with its own service token.
+    expect((await call("GET", `${url("node-registry")}/v1/executors`)).status).toBe(401);
+    await eventually(async () => ((await call("GET", `${url("node-registry")}/v1/executors?node_type_id=demo.echo`, undefined, bearer)).body.length > 0 ? true : undefined), 15_000);
+
+    const request = { root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, input: { split: "auth" } };
+    const refused = await call("POST", `${url("run-gateway")}/v1/runs`, request, { prefer: "wait=10" });
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe("unauthenticated");
+    expect(refused.headers["www-authenticate"]).toContain("Bearer");
+
+    // Gateway → coordinator → PDP, registry and executor: each hop carries the caller's service token.
+    const r = await call("POST", `${url("run-gateway")}/v1/runs`, request, { prefer: "wait=10", ...bearer });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ state: "completed", extensions: { "nodefabric.outputs": { echo: { split: "auth" } } } });
+    const ev = await readNdjson(`${url("run-gateway")}/v1/runs/${r.body.run_id}/events`, bearer);
+    expect(ev.status).toBe(200);
+    expect(ev.lines.filter((e) => e.type === "policy_decided")).toHaveLength(2);
+    expect(ev.lines.at(-1).type).toBe("run_completed");
+    expect((await readNdjson(`${url("run-gateway")}/v1/runs/${r.body.run_id}/events`)).status).toBe(401);
   }, 90_000);
 });

@@ -6,8 +6,8 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from "jose";
-import { loadConfig, type FabricConfig } from "../config.js";
-import { EXIT_OK, UsageError, reportError } from "./run-cli-context.js";
+import type { FabricConfig } from "../config.js";
+import { EXIT_OK, UsageError, loadClientConfig, reportError } from "./run-cli-context.js";
 
 /** The issuer of the tokens of a fabric that has no issuer of its own configured (`fabric dev --auth`, `fabric token mint`). */
 export const DEV_ISSUER = "urn:nodefabric:dev";
@@ -39,14 +39,6 @@ export interface GeneratedKeys {
 /** Where keys go when no folder is named: `<data_dir>/keys`, relative to the configuration's folder. */
 export function defaultKeysDir(config: FabricConfig): string {
   return path.resolve(config.base_dir, config.data_dir, "keys");
-}
-
-/**
- * Loads the configuration for commands that only read from it (keys, tokens): a fabric whose auth section still
- * lacks its keys is exactly what these commands are for, so its mode is not checked here.
- */
-export function loadConfigForKeys(configFile?: string): FabricConfig {
-  return loadConfig({ configFile, flags: { auth: { mode: "disabled" } } });
 }
 
 /** Writes a file by renaming a complete temporary one over it, so a reader never sees half of it. */
@@ -122,7 +114,7 @@ export interface KeysGenerateFlags {
 /** `fabric keys generate`: writes the keys and says where; returns the exit code. */
 export async function keysGenerateCommand(flags: KeysGenerateFlags): Promise<number> {
   try {
-    const outDir = flags.out ?? defaultKeysDir(loadConfigForKeys(flags.config));
+    const outDir = flags.out ?? defaultKeysDir(loadClientConfig(flags.config));
     const k = await generateKeys({ outDir, alg: flags.alg, rotate: flags.rotate });
     const kept = k.publicKeys - 1;
     process.stdout.write(

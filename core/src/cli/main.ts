@@ -1,14 +1,20 @@
 #!/usr/bin/env node
 /**
- * The `fabric` command: run the fabric (`dev`, `start <service>`) and work with node types.
+ * The `fabric` command: run the fabric (`dev`, `start <service>`), work with node types, and make keys and tokens.
  */
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { SERVICE_NAMES, type ServiceName } from "../http/service.js";
-import { ConfigError, LOG_LEVELS, loadConfig, serviceUrl, type FabricConfig } from "../config.js";
+import { AUTH_MODES, type AuthMode } from "../http/auth-plugin.js";
+import { ConfigError, LOG_LEVELS, loadConfig, type FabricConfig, type LoadConfigOptions } from "../config.js";
 import { startFabric } from "../fabric.js";
 import { SERVICE_VERSION } from "../version.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
 import { registerRunCommands } from "./run-command.js";
+import { DEV_ISSUER, KEY_ALGORITHMS, SIGNING_KEY_FILE, JWKS_FILE, defaultKeysDir, displayPath, generateKeys, keysGenerateCommand, type KeysGenerateFlags } from "./keys-command.js";
+import { tokenMintCommand, type TokenMintFlags } from "./token-command.js";
+import { clientTokenOf, registryUrlOf, tokenOption, usageExit } from "./run-cli-context.js";
 
 function parsePort(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError("must be a whole number");
@@ -26,6 +32,7 @@ interface RunFlags {
   policyEntities?: string;
   logLevel?: string;
   url?: string[];
+  auth?: AuthMode;
 }
 
 function withRunOptions(cmd: Command): Command {
@@ -39,10 +46,15 @@ function withRunOptions(cmd: Command): Command {
     .option("--policy <file>", "Cedar policy file for the PDP (default: allow everything)")
     .option("--policy-entities <file>", "Cedar entities JSON file for the PDP")
     .addOption(new Option("--log-level <level>", "log level").choices([...LOG_LEVELS]))
-    .option("--url <service=url...>", "where another service is reached, e.g. node-registry=http://10.0.0.5:8084");
+    .option("--url <service=url...>", "where another service is reached, e.g. node-registry=http://10.0.0.5:8084")
+    .addOption(
+      new Option("--auth [mode]", "authentication of callers: required (the mode of a bare --auth), optional or disabled")
+        .choices([...AUTH_MODES])
+        .preset("required"),
+    );
 }
 
-function flagsToConfig(flags: RunFlags): Parameters<typeof loadConfig>[0] {
+function flagsToConfig(flags: RunFlags): LoadConfigOptions {
   const f: Record<string, unknown> = {};
   if (flags.host !== undefined) f.host = flags.host;
   if (flags.portBase !== undefined) f.port_base = flags.portBase;
@@ -64,14 +76,48 @@ function flagsToConfig(flags: RunFlags): Parameters<typeof loadConfig>[0] {
     }
     f.services = services;
   }
+  if (flags.auth !== undefined) f.auth = { mode: flags.auth };
   return { configFile: flags.config, flags: f as never };
 }
 
-async function run(config: FabricConfig, names: readonly ServiceName[]): Promise<void> {
+/** The command that mints a token for `fabric run` (the gateway, and the registry for the latest version). */
+function tokenHint(keyFlag: string): string {
+  return `npx fabric token mint --aud run-gateway --aud node-registry --scope "runs:read runs:write node-types:read"${keyFlag}`;
+}
+
+/**
+ * The configuration of `fabric dev`. With authentication on and no keys configured, the fabric uses dev keys in
+ * `<data_dir>/keys` (made on first use) and DEV_ISSUER, so `fabric token mint` can sign tokens it accepts.
+ */
+async function devConfig(flags: RunFlags): Promise<{ config: FabricConfig; authLine?: string }> {
+  const options = flagsToConfig(flags);
+  // A first pass with authentication off finds the data dir and whether keys are configured: with the mode on and no
+  // keys, the real configuration would not validate before the dev keys are added to it.
+  const probe = loadConfig({ ...options, flags: { ...options.flags, auth: { ...options.flags?.auth, mode: "disabled" } } });
+  const a = probe.auth;
+  if (a.jwks_url !== undefined || a.jwks_file !== undefined || a.oidc_discovery_url !== undefined || a.signing_key_file !== undefined || a.token_url !== undefined) {
+    const config = loadConfig(options);
+    return { config, authLine: config.auth.mode === "disabled" ? undefined : `auth: ${config.auth.mode} (keys as configured)` };
+  }
+  const keysDir = defaultKeysDir(probe);
+  const signingKeyFile = path.join(keysDir, SIGNING_KEY_FILE);
+  const devKeys = { jwks_file: path.join(keysDir, JWKS_FILE), signing_key_file: signingKeyFile, issuer: a.issuer ?? DEV_ISSUER };
+  const config = loadConfig({ ...options, flags: { ...options.flags, auth: { ...options.flags?.auth, ...devKeys } } });
+  const mode = config.auth.mode;
+  if (mode === "disabled") return { config: loadConfig(options) };
+  const made = existsSync(signingKeyFile) ? undefined : await generateKeys({ outDir: keysDir });
+  // `fabric token mint` finds <data_dir>/keys by itself only when it reads the same configuration.
+  const keyPath = displayPath(signingKeyFile);
+  const keyFlag = flags.dataDir !== undefined || flags.config !== undefined ? ` --key ${/\s/.test(keyPath) ? JSON.stringify(keyPath) : keyPath}` : "";
+  return { config, authLine: `auth: ${mode} (${made ? "new dev keys" : "keys"} in ${displayPath(keysDir)}); a token: ${tokenHint(keyFlag)}` };
+}
+
+async function run(config: FabricConfig, names: readonly ServiceName[], authLine?: string): Promise<void> {
   const fabric = await startFabric(config, names);
   const width = Math.max(...fabric.services.map((s) => s.name.length));
   process.stdout.write(`NodeFabric ${SERVICE_VERSION}: ${names.length === SERVICE_NAMES.length ? "all services in one process" : names.join(", ")}\n`);
   for (const s of fabric.services) process.stdout.write(`  ${s.name.padEnd(width)}  ${s.url}\n`);
+  if (authLine) process.stdout.write(`${authLine}\n`);
   process.stdout.write(`data: ${config.data_dir}   stop: Ctrl-C\n`);
   let stopping = false;
   const stop = (signal: string) => {
@@ -95,8 +141,8 @@ export function buildProgram(): Command {
     .showHelpAfterError();
 
   withRunOptions(program.command("dev").description("run all seven services in one process, on SQLite")).action(async (flags: RunFlags) => {
-    const config = loadConfig(flagsToConfig(flags));
-    await run(config, SERVICE_NAMES);
+    const { config, authLine } = await devConfig(flags);
+    await run(config, SERVICE_NAMES, authLine);
   });
 
   withRunOptions(
@@ -108,8 +154,9 @@ export function buildProgram(): Command {
         return v as ServiceName;
       }),
   ).action(async (service: ServiceName, flags: RunFlags) => {
-    const config = loadConfig(flagsToConfig(flags));
-    await run(config, [service]);
+    // A service on its own is a deployment, not a laptop demo: it refuses unauthenticated callers unless told otherwise.
+    const config = loadConfig({ ...flagsToConfig(flags), commandDefaults: { auth: { mode: "required" } } });
+    await run(config, [service], config.auth.mode === "disabled" ? undefined : `auth: ${config.auth.mode}`);
   });
 
   const nodeTypes = program.command("node-types").description("list and publish node types in the registry");
@@ -121,21 +168,54 @@ export function buildProgram(): Command {
     .addOption(new Option("--kind <kind>", "only this kind").choices(["atomic", "composite"]))
     .option("--json", "print JSON instead of a table")
     .addOption(registryOption())
-    .action(async (q: string | undefined, opts: { kind?: "atomic" | "composite"; json?: boolean; registry?: string }) => {
-      const url = opts.registry ?? serviceUrl(loadConfig(), "node-registry");
-      process.exitCode = await nodeTypesLs(url, { q, kind: opts.kind, json: opts.json });
+    .addOption(tokenOption())
+    .action(async (q: string | undefined, opts: { kind?: "atomic" | "composite"; json?: boolean; registry?: string; token?: string }) => {
+      const url = registryUrlOf(opts.registry);
+      process.exitCode = await nodeTypesLs(url, { q, kind: opts.kind, json: opts.json, token: clientTokenOf(opts.token) });
     });
   nodeTypes
     .command("publish")
     .description("publish a NodeType (a JSON file holding a NodeType or a NodeTypePublishRequest)")
     .argument("<file>", "JSON file")
     .addOption(registryOption())
-    .action(async (file: string, opts: { registry?: string }) => {
-      const url = opts.registry ?? serviceUrl(loadConfig(), "node-registry");
-      process.exitCode = await nodeTypesPublish(url, file);
+    .addOption(tokenOption())
+    .action(async (file: string, opts: { registry?: string; token?: string }) => {
+      const url = registryUrlOf(opts.registry);
+      process.exitCode = await nodeTypesPublish(url, file, clientTokenOf(opts.token));
     });
 
   registerRunCommands(program);
+
+  const keys = program.command("keys").description("signing keys for a fabric that mints its own tokens").exitOverride(usageExit);
+  keys
+    .command("generate")
+    .description(`write a private signing key (${SIGNING_KEY_FILE}, mode 0600) and its public JWKS (${JWKS_FILE})`)
+    .option("--out <dir>", "folder to write to (default: <data_dir>/keys)")
+    .addOption(new Option("--alg <alg>", "signing algorithm").choices([...KEY_ALGORITHMS]).default("ES256"))
+    .option("--rotate", `replace an existing signing key; the old public keys stay in ${JWKS_FILE} until you remove them`)
+    .option("-c, --config <file>", "configuration file, for the data dir (default: ./fabric.config.json when present)")
+    .exitOverride(usageExit)
+    .action(async (opts: KeysGenerateFlags) => {
+      process.exitCode = await keysGenerateCommand(opts);
+    });
+
+  const collect = (value: string, previous: string[]) => [...previous, value];
+  const token = program.command("token").description("tokens signed with this fabric's signing key").exitOverride(usageExit);
+  token
+    .command("mint")
+    .description("print a signed bearer token (only the token, on stdout)")
+    .option("--aud <service>", `the service the token is for (repeatable): ${SERVICE_NAMES.join(", ")}, or nodefabric-<service>`, collect, [])
+    .option("--scope <scopes>", "space-separated scopes, e.g. \"runs:read runs:write\" (repeatable)", collect, [])
+    .option("--tenant <id>", "tenant_id claim: the token sees only this tenant's runs")
+    .option("--sub <subject>", "sub claim (default fabric-cli)")
+    .option("--ttl <duration>", "lifetime: seconds, or 15m, 1h (default 1h, at most 24h)")
+    .option("--key <file>", "private JWK to sign with (default: auth.signing_key_file, else <data_dir>/keys/signing-key.json)")
+    .option("--issuer <iss>", `iss claim (default: auth.issuer, else ${DEV_ISSUER})`)
+    .option("-c, --config <file>", "configuration file (default: ./fabric.config.json when present)")
+    .exitOverride(usageExit)
+    .action(async (opts: TokenMintFlags) => {
+      process.exitCode = await tokenMintCommand(opts);
+    });
 
   return program;
 }

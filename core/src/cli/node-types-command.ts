@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import type { NodeType } from "@nodefabric/schemas";
 import { RegistryClient } from "../clients/registry-client.js";
 import { FabricError } from "../http/errors.js";
+import { clientAuthOptions } from "./run-cli-context.js";
 
 function describeError(err: unknown): string {
   if (FabricError.is(err)) {
@@ -15,8 +16,8 @@ function describeError(err: unknown): string {
 }
 
 /** Prints the node types matching `q` as a table or JSON; returns the exit code. */
-export async function nodeTypesLs(registryUrl: string, opts: { q?: string; kind?: "atomic" | "composite"; json?: boolean }): Promise<number> {
-  const client = new RegistryClient(registryUrl);
+export async function nodeTypesLs(registryUrl: string, opts: { q?: string; kind?: "atomic" | "composite"; json?: boolean; token?: string }): Promise<number> {
+  const client = new RegistryClient(registryUrl, clientAuthOptions(opts.token));
   try {
     const items = await client.listAll({ q: opts.q, kind: opts.kind });
     if (opts.json) {
@@ -41,8 +42,8 @@ export async function nodeTypesLs(registryUrl: string, opts: { q?: string; kind?
   }
 }
 
-/** Publishes the NodeType in `file`; returns the exit code. */
-export async function nodeTypesPublish(registryUrl: string, file: string): Promise<number> {
+/** Publishes the NodeType in `file` (with `token` as bearer token, when given); returns the exit code. */
+export async function nodeTypesPublish(registryUrl: string, file: string, token?: string): Promise<number> {
   let doc: unknown;
   try {
     doc = JSON.parse(readFileSync(file, "utf8"));
@@ -51,7 +52,7 @@ export async function nodeTypesPublish(registryUrl: string, file: string): Promi
     return 2;
   }
   const nodeType = (doc && typeof doc === "object" && "node_type" in doc ? (doc as { node_type: unknown }).node_type : doc) as NodeType;
-  const client = new RegistryClient(registryUrl);
+  const client = new RegistryClient(registryUrl, clientAuthOptions(token));
   try {
     const stored = await client.publish(nodeType);
     process.stdout.write(`published ${stored.node_type_id}@${stored.version}\n`);

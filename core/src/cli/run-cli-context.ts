@@ -1,9 +1,10 @@
 /**
- * What `fabric run` and `fabric runs` share: where the gateway and registry are, how usage mistakes and service
- * errors are reported, and the exit codes.
+ * What the client commands (`fabric run`, `fabric runs`, `fabric node-types`, keys and tokens) share: where the
+ * gateway and registry are, the bearer token they send, how usage mistakes and service errors are reported, and the
+ * exit codes.
  */
-import type { CommanderError } from "commander";
-import { ConfigError, loadConfig, serviceUrl } from "../config.js";
+import { Option, type CommanderError } from "commander";
+import { ConfigError, loadConfig, serviceUrl, type FabricConfig } from "../config.js";
 import { FabricError } from "../http/errors.js";
 import type { HttpClientOptions } from "../clients/http-client.js";
 
@@ -21,14 +22,22 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * The configuration as commands that only read from it see it (clients, keys, tokens): whether the services' own
+ * authentication is complete is theirs to check at start, and making keys is how it gets completed.
+ */
+export function loadClientConfig(configFile?: string): FabricConfig {
+  return loadConfig({ configFile, flags: { auth: { mode: "disabled" } } });
+}
+
 /** The gateway base URL: the flag, else the configuration's. */
 export function gatewayUrlOf(flag: string | undefined): string {
-  return flag ?? serviceUrl(loadConfig(), "run-gateway");
+  return flag ?? serviceUrl(loadClientConfig(), "run-gateway");
 }
 
 /** The registry base URL: the flag, else the configuration's. */
 export function registryUrlOf(flag: string | undefined): string {
-  return flag ?? serviceUrl(loadConfig(), "node-registry");
+  return flag ?? serviceUrl(loadClientConfig(), "node-registry");
 }
 
 /** The environment variable a client command takes its token from when `--token` is not given. */
@@ -38,6 +47,11 @@ export const TOKEN_ENV = "FABRIC_TOKEN";
 export function clientTokenOf(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const token = (flag ?? env[TOKEN_ENV])?.trim();
   return token ? token : undefined;
+}
+
+/** The `--token` option of client commands. */
+export function tokenOption(): Option {
+  return new Option("--token <jwt>", `bearer token for the services (default: $${TOKEN_ENV}; see fabric token mint)`);
 }
 
 /** HttpClient options that send `token` as a bearer token on every request (none without a token). */

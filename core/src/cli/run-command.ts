@@ -13,7 +13,6 @@ import { FabricError } from "../http/errors.js";
 import {
   EXIT_FAILED,
   EXIT_OK,
-  TOKEN_ENV,
   UsageError,
   clientAuthOptions,
   clientTokenOf,
@@ -21,6 +20,7 @@ import {
   printRunError,
   registryUrlOf,
   reportError,
+  tokenOption,
   usageExit,
 } from "./run-cli-context.js";
 import { RunTreeView, TerminalTreeRenderer } from "./run-tree-view.js";
@@ -143,6 +143,17 @@ export async function runCommand(target: string, opts: RunCommandOptions): Promi
       const registry = new RegistryClient(registryUrlOf(opts.registry), auth);
       try {
         version = (await registry.get(ref.nodeTypeId)).version;
+      } catch (err) {
+        // A token made for the gateway alone is the usual cause; say how to do without the registry.
+        if (FabricError.is(err) && (err.statusCode === 401 || err.statusCode === 403)) {
+          throw new FabricError(
+            err.code,
+            `${err.message} (the node registry, asked for the latest version of ${ref.nodeTypeId}: name a version, ` +
+              `${ref.nodeTypeId}@<version>, or use a token that is also for node-registry with node-types:read)`,
+            { details: err.details },
+          );
+        }
+        throw err;
       } finally {
         await registry.close();
       }
@@ -201,7 +212,6 @@ function parseNonNegative(name: string, min: number, max: number) {
 /** Registers `fabric run` and `fabric runs get|cancel|events|ls` on the program. */
 export function registerRunCommands(program: Command): void {
   const gatewayOption = () => new Option("--gateway <url>", "Run Gateway base URL (default: from config, http://127.0.0.1:8080)");
-  const tokenOption = () => tokenOptionOf();
 
   program
     .command("run")
@@ -210,6 +220,7 @@ export function registerRunCommands(program: Command): void {
     .option("--input <json>", "the run's input, a JSON object")
     .option("--input-file <file>", "read the input from a JSON file (- for stdin)")
     .addOption(gatewayOption())
+    .addOption(tokenOption())
     .option("--registry <url>", "Node Registry base URL, to find the latest version (default: from config, http://127.0.0.1:8084)")
     .option("--run-id <id>", "choose the run id (repeating a start with the same id and request is idempotent)")
     .option("--no-follow", "start the run, print it, and return without following it")
@@ -224,18 +235,20 @@ export function registerRunCommands(program: Command): void {
     .description("print a run")
     .argument("<run_id>")
     .addOption(gatewayOption())
+    .addOption(tokenOption())
     .exitOverride(usageExit)
-    .action(async (runId: string, opts: { gateway?: string }) => {
-      process.exitCode = await runsGet(opts.gateway, runId);
+    .action(async (runId: string, opts: { gateway?: string; token?: string }) => {
+      process.exitCode = await runsGet(opts, runId);
     });
   runs
     .command("cancel")
     .description("cancel a run (a run that already ended is printed unchanged)")
     .argument("<run_id>")
     .addOption(gatewayOption())
+    .addOption(tokenOption())
     .exitOverride(usageExit)
-    .action(async (runId: string, opts: { gateway?: string }) => {
-      process.exitCode = await runsCancel(opts.gateway, runId);
+    .action(async (runId: string, opts: { gateway?: string; token?: string }) => {
+      process.exitCode = await runsCancel(opts, runId);
     });
   runs
     .command("events")
@@ -244,9 +257,10 @@ export function registerRunCommands(program: Command): void {
     .option("--after-seq <n>", "only events after this seq", parseNonNegative("--after-seq", -1, Number.MAX_SAFE_INTEGER))
     .option("--no-follow", "print the events that exist now, then return")
     .addOption(gatewayOption())
+    .addOption(tokenOption())
     .exitOverride(usageExit)
-    .action(async (runId: string, opts: { gateway?: string; afterSeq?: number; follow: boolean }) => {
-      process.exitCode = await runsEvents(opts.gateway, runId, { afterSeq: opts.afterSeq, follow: opts.follow });
+    .action(async (runId: string, opts: { gateway?: string; token?: string; afterSeq?: number; follow: boolean }) => {
+      process.exitCode = await runsEvents(opts, runId, { afterSeq: opts.afterSeq, follow: opts.follow });
     });
   runs
     .command("ls")
@@ -256,8 +270,9 @@ export function registerRunCommands(program: Command): void {
     .option("--page-token <token>", "continue a listing where the previous page ended")
     .option("--json", "print JSON instead of a table")
     .addOption(gatewayOption())
+    .addOption(tokenOption())
     .exitOverride(usageExit)
-    .action(async (opts: { gateway?: string; state?: RunState; limit?: number; pageToken?: string; json?: boolean }) => {
-      process.exitCode = await runsLs(opts.gateway, { state: opts.state, limit: opts.limit ?? 20, pageToken: opts.pageToken, json: opts.json });
+    .action(async (opts: { gateway?: string; token?: string; state?: RunState; limit?: number; pageToken?: string; json?: boolean }) => {
+      process.exitCode = await runsLs(opts, { state: opts.state, limit: opts.limit ?? 20, pageToken: opts.pageToken, json: opts.json });
     });
 }

@@ -4,13 +4,19 @@
 import type { Run, RunState } from "@nodefabric/schemas";
 import { GatewayClient } from "../clients/gateway-client.js";
 import { clock } from "../clock.js";
-import { EXIT_OK, gatewayUrlOf, reportError } from "./run-cli-context.js";
+import { EXIT_OK, clientAuthOptions, clientTokenOf, gatewayUrlOf, reportError } from "./run-cli-context.js";
 import { formatDuration } from "./run-tree-view.js";
 
-async function withGateway(flag: string | undefined, body: (client: GatewayClient) => Promise<number>): Promise<number> {
+/** Where the gateway is and how to authenticate to it: `--gateway` and `--token` (default: config, $FABRIC_TOKEN). */
+export interface GatewayTarget {
+  gateway?: string;
+  token?: string;
+}
+
+async function withGateway(target: GatewayTarget, body: (client: GatewayClient) => Promise<number>): Promise<number> {
   let client: GatewayClient;
   try {
-    client = new GatewayClient(gatewayUrlOf(flag));
+    client = new GatewayClient(gatewayUrlOf(target.gateway), clientAuthOptions(clientTokenOf(target.token)));
   } catch (err) {
     return reportError(err);
   }
@@ -24,7 +30,7 @@ async function withGateway(flag: string | undefined, body: (client: GatewayClien
 }
 
 /** Prints one run as JSON; returns the exit code. */
-export function runsGet(gateway: string | undefined, runId: string): Promise<number> {
+export function runsGet(gateway: GatewayTarget, runId: string): Promise<number> {
   return withGateway(gateway, async (client) => {
     process.stdout.write(`${JSON.stringify(await client.getRun(runId), null, 2)}\n`);
     return EXIT_OK;
@@ -32,7 +38,7 @@ export function runsGet(gateway: string | undefined, runId: string): Promise<num
 }
 
 /** Cancels a run and prints it as it stands afterwards; returns the exit code. */
-export function runsCancel(gateway: string | undefined, runId: string): Promise<number> {
+export function runsCancel(gateway: GatewayTarget, runId: string): Promise<number> {
   return withGateway(gateway, async (client) => {
     process.stdout.write(`${JSON.stringify(await client.cancelRun(runId), null, 2)}\n`);
     return EXIT_OK;
@@ -40,7 +46,7 @@ export function runsCancel(gateway: string | undefined, runId: string): Promise<
 }
 
 /** Prints a run's events as NDJSON (live until the run ends unless `follow` is false); returns the exit code. */
-export function runsEvents(gateway: string | undefined, runId: string, opts: { afterSeq?: number; follow: boolean }): Promise<number> {
+export function runsEvents(gateway: GatewayTarget, runId: string, opts: { afterSeq?: number; follow: boolean }): Promise<number> {
   return withGateway(gateway, async (client) => {
     for await (const e of client.events(runId, { afterSeq: opts.afterSeq, follow: opts.follow })) {
       process.stdout.write(`${JSON.stringify(e)}\n`);
@@ -57,7 +63,7 @@ function durationOf(run: Run): string {
 }
 
 /** Lists recent runs as a table or JSON; returns the exit code. */
-export function runsLs(gateway: string | undefined, opts: { state?: RunState; limit: number; pageToken?: string; json?: boolean }): Promise<number> {
+export function runsLs(gateway: GatewayTarget, opts: { state?: RunState; limit: number; pageToken?: string; json?: boolean }): Promise<number> {
   return withGateway(gateway, async (client) => {
     const page = await client.listRuns({ state: opts.state, limit: opts.limit, page_token: opts.pageToken });
     if (opts.json) {

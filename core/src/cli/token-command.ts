@@ -9,8 +9,8 @@ import { SERVICE_NAMES } from "../http/service.js";
 import { SCOPES, audienceOf } from "../http/auth-scopes.js";
 import { readSigningKey } from "../clients/service-tokens.js";
 import { clock } from "../clock.js";
-import { DEV_ISSUER, SIGNING_KEY_FILE, defaultKeysDir, loadConfigForKeys } from "./keys-command.js";
-import { EXIT_OK, UsageError, reportError } from "./run-cli-context.js";
+import { DEV_ISSUER, SIGNING_KEY_FILE, defaultKeysDir } from "./keys-command.js";
+import { EXIT_OK, UsageError, loadClientConfig, reportError } from "./run-cli-context.js";
 
 /** Tokens live no longer than a day: a leaked one should not outlast a working day. */
 export const MAX_TOKEN_TTL_S = 24 * 3600;
@@ -61,7 +61,7 @@ export async function mintToken(flags: TokenMintFlags): Promise<string> {
   if (flags.tenant !== undefined && flags.tenant === "") throw new UsageError("--tenant must not be empty");
   if (flags.sub !== undefined && flags.sub === "") throw new UsageError("--sub must not be empty");
 
-  const config = loadConfigForKeys(flags.config);
+  const config = loadClientConfig(flags.config);
   const keyFile = flags.key
     ? path.resolve(flags.key)
     : config.auth.signing_key_file

@@ -69,8 +69,11 @@ function keysUnavailable(err: unknown): never {
   throw new KeysUnavailable(`the signing keys could not be fetched: ${(err as Error).message}`, { cause: err });
 }
 
-/** A JWKS file, read again when it changes: a new `kid` is picked up at once, a removed one after cacheMaxAge. */
-function fileKeySet(file: string, cacheMaxAgeMs: number, cooldownMs: number): JWTVerifyGetKey {
+/**
+ * A JWKS file, read again when it changes: a new `kid` is picked up at once (an unknown kid costs one stat, not a
+ * read), a removed one within cacheMaxAge.
+ */
+function fileKeySet(file: string, cacheMaxAgeMs: number): JWTVerifyGetKey {
   let local: JWTVerifyGetKey;
   let mtime = -1;
   let checkedAt = 0;
@@ -93,9 +96,10 @@ function fileKeySet(file: string, cacheMaxAgeMs: number, cooldownMs: number): JW
     try {
       return await local(header, token);
     } catch (err) {
-      if (err instanceof joseErrors.JWKSNoMatchingKey && clock.now() - checkedAt > cooldownMs) {
+      if (err instanceof joseErrors.JWKSNoMatchingKey) {
+        const before = local;
         load(false);
-        return local(header, token);
+        if (local !== before) return local(header, token);
       }
       throw err;
     }
@@ -147,7 +151,7 @@ export class TokenVerifier {
     this.issuer = o.issuer;
     const opts = { cacheMaxAgeMs: this.cacheMaxAgeMs, cooldownMs: this.cooldownMs, timeoutMs: this.timeoutMs };
     if ("jwksUrl" in o.keys) this.keys = remoteKeySet(o.keys.jwksUrl, opts);
-    else if ("jwksFile" in o.keys) this.keys = fileKeySet(o.keys.jwksFile, this.cacheMaxAgeMs, this.cooldownMs);
+    else if ("jwksFile" in o.keys) this.keys = fileKeySet(o.keys.jwksFile, this.cacheMaxAgeMs);
     if (!("oidcDiscoveryUrl" in o.keys) && !this.issuer) throw new Error("auth.issuer is required to verify tokens (only OIDC discovery can find it)");
   }
 
