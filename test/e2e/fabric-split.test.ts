@@ -10,6 +10,12 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 
 const SERVICES = ["node-registry", "pdp", "selection", "atomic-executor", "run-coordinator", "run-gateway"];
 
+/** Starts each service with `fabric start <service> <args>` in its own process; returns the URL of a service. */
+async function startSplit(procs: FabricProcess[], services: string[], args: string[], env: Record<string, string> = {}): Promise<(name: string) => string> {
+  for (const service of services) procs.push(await startFabricProcess(["start", service, ...args], { cwd: repo, env, expect: 1 }));
+  return (name: string) => procs.find((p) => p.urls[name])!.urls[name];
+}
+
 describe("fabric start: one service per process, wired over HTTP", () => {
   const procs: FabricProcess[] = [];
   afterAll(async () => {
@@ -19,11 +25,7 @@ describe("fabric start: one service per process, wired over HTTP", () => {
   it("runs a node through gateway, coordinator, PDP, registry, selection and executor in six processes", async () => {
     const base = await freePortBase();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-split-"));
-    const common = ["--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir];
-    for (const service of SERVICES) {
-      procs.push(await startFabricProcess(["start", service, ...common], { cwd: repo, expect: 1 }));
-    }
-    const url = (name: string) => procs.find((p) => p.urls[name])!.urls[name];
+    const url = await startSplit(procs, SERVICES, ["--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir]);
     expect(url("run-gateway")).toBe(`http://127.0.0.1:${base}`);
     await eventually(async () => ((await call("GET", `${url("node-registry")}/v1/executors?node_type_id=demo.echo`)).body.length > 0 ? true : undefined), 15_000);
 
@@ -45,7 +47,7 @@ describe("fabric start with authentication required: service tokens over real HT
     await Promise.all(procs.map((p) => p.stop()));
   });
 
-  it("completes a run through six processes for a client with a token, and refuses one without", async () => {
+  it("completes an atomic and a composite run through seven processes for a client with a token, and refuses one without", async () => {
     const base = await freePortBase();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-split-auth-"));
     const keysDir = path.join(dataDir, "keys");
@@ -57,13 +59,8 @@ describe("fabric start with authentication required: service tokens over real HT
       FABRIC_AUTH_JWKS_FILE: path.join(keysDir, "jwks.json"),
       FABRIC_AUTH_SIGNING_KEY_FILE: path.join(keysDir, "signing-key.json"),
     };
-    const common = ["--auth", "required", "--port-base", String(base), "--data-dir", dataDir];
-    for (const service of SERVICES) {
-      const p = await startFabricProcess(["start", service, ...common], { cwd: repo, env, expect: 1 });
-      procs.push(p);
-      await eventually(async () => (p.output().includes("auth: required") ? true : undefined), 5_000, "the auth line of the banner");
-    }
-    const url = (name: string) => procs.find((p) => p.urls[name])!.urls[name];
+    const url = await startSplit(procs, [...SERVICES.slice(0, 4), "composite-executor", ...SERVICES.slice(4)], ["--auth", "required", "--port-base", String(base), "--data-dir", dataDir], env);
+    for (const p of procs) await eventually(async () => (p.output().includes("auth: required") ? true : undefined), 5_000, "the auth line of the banner");
 
     const minted = await runFabric(["token", "mint", "--aud", "run-gateway", "--aud", "node-registry", "--scope", "runs:read runs:write node-types:read"], { cwd: repo, env });
     expect(minted.stderr).toBe("");
@@ -89,5 +86,13 @@ describe("fabric start with authentication required: service tokens over real HT
     expect(ev.lines.filter((e) => e.type === "policy_decided")).toHaveLength(2);
     expect(ev.lines.at(-1).type).toBe("run_completed");
     expect((await readNdjson(`${url("run-gateway")}/v1/runs/${r.body.run_id}/events`)).status).toBe(401);
-  }, 90_000);
+
+    // A composite in its own process: the coordinator's token for :begin, the executor's assignment token for its
+    // children, its own tokens for the registry.
+    const fanout = await call("POST", `${url("run-gateway")}/v1/runs`, { root_node_type_ref: { node_type_id: "examples.fanout", version: "1.0.0" }, input: { items: ["a", "b"] } }, { prefer: "wait=20", ...bearer });
+    expect(fanout.status).toBe(200);
+    expect(fanout.body.state, JSON.stringify(fanout.body.extensions)).toBe("completed");
+    const nodeRuns = await call("GET", `${url("run-gateway")}/v1/runs/${fanout.body.run_id}/node-runs`, undefined, bearer);
+    expect(nodeRuns.body).toHaveLength(3);
+  }, 120_000);
 });
