@@ -17,6 +17,7 @@ import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
 import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
 import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
+import { secretsFromEnv } from "./services/atomic-executor/handler-secrets.js";
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 
 export interface RunningService {
@@ -73,6 +74,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         registryUrl: serviceUrl(config, "node-registry"),
         // Unknown before listening when the port is ephemeral; the executor then derives it from its address.
         publicUrl: servicePort(config, "atomic-executor") === 0 && !config.services["atomic-executor"]?.url ? undefined : serviceUrl(config, "atomic-executor"),
+        secrets: secretsFromEnv(),
         concurrency: config.executor.concurrency,
         defaultTimeoutMs: config.executor.default_timeout_ms,
         maxTimeoutMs: config.executor.max_timeout_ms,
