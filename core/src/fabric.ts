@@ -12,7 +12,9 @@ import { buildSelection } from "./services/selection/index.js";
 import { buildPdp } from "./services/pdp/index.js";
 import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 import { buildCompositeExecutor } from "./services/composite-executor/index.js";
-import { loadHandlers } from "./services/atomic-executor/handler-loader.js";
+import { handlersFromDefinitions, loadHandlers, type LoadedHandlers } from "./services/atomic-executor/handler-loader.js";
+import type { Dispatcher } from "undici";
+import type { FabricDefinition } from "./sdk/types.js";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
 import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
@@ -41,8 +43,31 @@ function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<st
 /** Services of this process already listening, by name and base URL: in-process calls go to them directly. */
 export type LocalServices = Array<{ name: ServiceName; url: string; app: FastifyInstance }>;
 
+/** What a fabric started from code (tests: `fabricFixture`) can be given besides its configuration. */
+export interface StartFabricOptions {
+  /** Definitions already in memory, served beside `config.handlers`; with them, nothing is discovered by default. */
+  definitions?: readonly FabricDefinition[];
+  /** Where the atomic executor's `ctx.request` goes (an undici MockAgent in tests). */
+  upstreamDispatcher?: Dispatcher;
+}
+
+/** The handlers an executor serves: the configured packages (or discovery), plus definitions handed over in memory. */
+async function handlersFor(config: FabricConfig, definitions: readonly FabricDefinition[] = []): Promise<LoadedHandlers> {
+  const nothingNamed = config.handlers.length === 0 && config.discover.length === 0 && definitions.length === 0;
+  const discover = nothingNamed ? ["."] : config.discover;
+  const loaded = await loadHandlers({
+    handlers: config.handlers,
+    discover: discover.map((d) => path.resolve(config.base_dir, d)),
+    cwd: config.base_dir,
+  });
+  if (definitions.length === 0) return loaded;
+  // Checked together, so a definition clashing with a package's is refused as a duplicate would be.
+  const merged = handlersFromDefinitions([...loaded.definitions, ...definitions]);
+  return { ...loaded, definitions: merged.definitions, byId: merged.byId, find: merged.find };
+}
+
 /** Builds one service's fastify instance (not yet listening). */
-export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config)): Promise<FastifyInstance> {
+export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config), options: StartFabricOptions = {}): Promise<FastifyInstance> {
   const dataDir = path.resolve(config.base_dir, config.data_dir);
   const logger = loggerFor(config, name);
   const secured = security.forService(name);
@@ -61,12 +86,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         entitiesFile: config.policy_entities ? path.resolve(config.base_dir, config.policy_entities) : undefined,
       });
     case "atomic-executor": {
-      const discover = config.handlers.length === 0 && config.discover.length === 0 ? ["."] : config.discover;
-      const handlers = await loadHandlers({
-        handlers: config.handlers,
-        discover: discover.map((d) => path.resolve(config.base_dir, d)),
-        cwd: config.base_dir,
-      });
+      const handlers = await handlersFor(config, options.definitions);
       return buildAtomicExecutor({
         ...secured,
         logger,
@@ -78,16 +98,12 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         concurrency: config.executor.concurrency,
         defaultTimeoutMs: config.executor.default_timeout_ms,
         maxTimeoutMs: config.executor.max_timeout_ms,
+        upstreamDispatcher: options.upstreamDispatcher,
       });
     }
     case "composite-executor": {
       // The same handler packages as the atomic executor: each executor serves the definitions of its own kind.
-      const discover = config.handlers.length === 0 && config.discover.length === 0 ? ["."] : config.discover;
-      const handlers = await loadHandlers({
-        handlers: config.handlers,
-        discover: discover.map((d) => path.resolve(config.base_dir, d)),
-        cwd: config.base_dir,
-      });
+      const handlers = await handlersFor(config, options.definitions);
       return buildCompositeExecutor({
         ...secured,
         logger,
@@ -141,7 +157,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
 const START_ORDER: readonly ServiceName[] = ["node-registry", "pdp", "selection", "atomic-executor", "composite-executor", "run-coordinator", "run-gateway"];
 
 /** Starts the named services (all seven by default) and resolves once every one listens. */
-export async function startFabric(config: FabricConfig, names: readonly ServiceName[] = SERVICE_NAMES): Promise<RunningFabric> {
+export async function startFabric(config: FabricConfig, names: readonly ServiceName[] = SERVICE_NAMES, options: StartFabricOptions = {}): Promise<RunningFabric> {
   const started: RunningService[] = [];
   const startOrder: RunningService[] = [];
   const close = async () => {
@@ -156,7 +172,7 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
     let cfg = config;
     const ordered = START_ORDER.filter((n) => names.includes(n));
     for (const name of ordered) {
-      const app = await buildService(name, cfg, startOrder, security);
+      const app = await buildService(name, cfg, startOrder, security, options);
       await app.listen({ host: cfg.host, port: servicePort(cfg, name) });
       const addr = app.server.address();
       const port = typeof addr === "object" && addr ? addr.port : servicePort(cfg, name);

@@ -111,6 +111,7 @@ describe("discovery", () => {
     expect(h.find("fixture.discovered", "1.0.0")!.source.package).toBe("discoverable-handlers");
     expect(warnings).toEqual([]);
     expect(h.warnings).toEqual([]);
+    expect(h.failed).toEqual([]);
   });
 
   it("counts the discovered folder itself when it is a handler package", async () => {

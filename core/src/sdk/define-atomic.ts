@@ -13,19 +13,22 @@ export const SDK_VERSION: string = SERVICE_VERSION;
  */
 export const DEFINITION_BRAND: unique symbol = Symbol.for("nodefabric.definition") as never;
 
-/** Declares an atomic node type served by `handler`. */
+/** Declares an atomic node type served by `handler`; with `template: true` it may implement published node types too. */
 export function defineAtomic<I = JsonObject, O = JsonObject>(spec: {
   nodeType: NodeTypeDefinition;
   handler: HandlerFn<I, O>;
+  template?: boolean;
 }): AtomicDefinition<I, O> {
-  return makeDefinition("atomic", "defineAtomic", spec, "handler") as AtomicDefinition<I, O>;
+  const template = (spec as { template?: unknown } | null)?.template;
+  if (template !== undefined && typeof template !== "boolean") throw new TypeError("defineAtomic: template must be a boolean");
+  return makeDefinition("atomic", "defineAtomic", spec, "handler", template ? { template: true } : undefined) as AtomicDefinition<I, O>;
 }
 
 /**
  * Checks what a define function was given and builds its frozen, branded definition: `fnKey` names the function
  * the definition carries (`handler` for atomics, `run` for composites).
  */
-export function makeDefinition(kind: "atomic" | "composite", name: string, spec: unknown, fnKey: "handler" | "run"): FabricDefinition {
+export function makeDefinition(kind: "atomic" | "composite", name: string, spec: unknown, fnKey: "handler" | "run", extra?: Record<string, unknown>): FabricDefinition {
   if (typeof spec !== "object" || spec === null) throw new TypeError(`${name}: pass { nodeType, ${fnKey} }`);
   const { nodeType, [fnKey]: fn } = spec as Record<string, unknown> & { nodeType?: NodeTypeDefinition };
   if (typeof nodeType !== "object" || nodeType === null) throw new TypeError(`${name}: nodeType is required`);
@@ -43,6 +46,7 @@ export function makeDefinition(kind: "atomic" | "composite", name: string, spec:
     sdkVersion: SDK_VERSION,
     nodeType: { ...(nodeType as Record<string, unknown>), kind },
     [fnKey]: fn,
+    ...extra,
   };
   Object.defineProperty(definition, DEFINITION_BRAND, { value: true });
   return Object.freeze(definition) as unknown as FabricDefinition;

@@ -66,6 +66,11 @@ export interface AtomicContext {
    */
   readonly request: (url: string | URL, options?: UpstreamRequestOptions) => Promise<UpstreamResponse>;
   readonly secrets: HandlerSecrets;
+  /**
+   * The NodeType being executed: the definition's own, or, for a `template` definition, the NodeType published in the
+   * registry that names it in `extensions["nodefabric.implementation"]` (its extensions configure the handler).
+   */
+  readonly nodeType: NodeType;
 }
 
 /** An atomic handler: inputs in, outputs (a JSON object) out; throw `HandlerError` to fail with a code. */
@@ -87,6 +92,11 @@ export interface AtomicDefinition<I = JsonObject, O = JsonObject> extends Fabric
   readonly kind: "atomic";
   readonly nodeType: NodeType & { kind: "atomic" };
   readonly handler: HandlerFn<I, O>;
+  /**
+   * True when the handler may also execute node types published in the registry whose
+   * `extensions["nodefabric.implementation"]` names this definition, under their own schemas (see `ctx.nodeType`).
+   */
+  readonly template?: boolean;
 }
 
 /** Options of `ctx.call` and `ctx.spawn`. */

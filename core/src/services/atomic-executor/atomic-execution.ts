@@ -178,6 +178,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
       return (requestFn ??= createHandlerRequest(signal, options.fetchTimeoutMs, options.upstreamDispatcher));
     },
     secrets: options.secrets,
+    nodeType,
   };
 
   const handler = (loaded.definition as AtomicDefinition<unknown, unknown>).handler;

@@ -1,6 +1,8 @@
 /**
  * Finds handler packages, imports their modules and checks every definition before the executor starts:
  * schemas compile, (node_type_id, version) is unique, and the SDK that made it is compatible with ours.
+ * A problem with a package the operator named stops the start; a package found by discovery that has one is
+ * skipped and reported (`failed`), so one broken package in node_modules does not take the others down with it.
  */
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -41,6 +43,22 @@ export interface LoadedHandlers {
   find(nodeTypeId: string, version: string): LoadedDefinition | undefined;
   /** Things worth telling the operator that did not stop the start (e.g. discovery found nothing). */
   warnings: string[];
+  /** Discovered packages that were skipped because they could not be loaded, with the reason. */
+  failed: FailedHandlerLoad[];
+}
+
+/** A discovered handler package that the executor skipped: none of its node types are served. */
+export interface FailedHandlerLoad {
+  /** npm package name (its folder under node_modules when package.json cannot be read). */
+  package: string;
+  /** Version of that package, when known. */
+  version?: string;
+  /** The package's directory. */
+  dir: string;
+  /** The handler module at fault, when exactly one is. */
+  module?: string;
+  /** Why it was skipped; several problems are joined with "; ". */
+  reason: string;
 }
 
 /** A pino-compatible logger (the loader only warns and informs). */
@@ -52,7 +70,7 @@ export interface LoaderLogger {
 export interface LoadHandlersOptions {
   /** Package names, package directories or module files. */
   handlers?: string[];
-  /** Directories whose `node_modules` (and themselves) are scanned for packages with `nodefabric.handlers`. */
+  /** Directories whose `node_modules` (and themselves) are scanned for packages with `nodefabric.handlers`; broken ones are skipped and listed in `failed`. */
   discover?: string[];
   /** Where package names are resolved from and relative paths start (default: process.cwd()). */
   cwd?: string;
@@ -156,14 +174,23 @@ function isDirectory(p: string): boolean {
   }
 }
 
-/** Packages under `root` that declare `nodefabric.handlers`: root itself, then node_modules/* and node_modules/@scope/*. */
+/** True for a package that means to be a handler package: it has a `nodefabric` field or the `nodefabric-handler` keyword. */
+function claimsHandlerPackage(pkg: PackageJson | undefined): boolean {
+  return pkg !== undefined && (pkg.nodefabric !== undefined || (Array.isArray(pkg.keywords) && pkg.keywords.includes("nodefabric-handler")));
+}
+
+/**
+ * Packages under `root` that mean to be handler packages: root itself, then node_modules/* and node_modules/@scope/*.
+ * Those without a usable `nodefabric.handlers` are still returned, so that discovery reports them instead of
+ * passing over them in silence.
+ */
 function discoverPackageDirs(root: string): string[] {
   const found: string[] = [];
-  if (hasHandlersField(tryReadPackageJson(root))) found.push(root);
+  if (claimsHandlerPackage(tryReadPackageJson(root))) found.push(root);
   const nm = path.join(root, "node_modules");
   if (!isDirectory(nm)) return found;
   const consider = (dir: string) => {
-    if (isDirectory(dir) && hasHandlersField(tryReadPackageJson(dir))) found.push(dir);
+    if (isDirectory(dir) && claimsHandlerPackage(tryReadPackageJson(dir))) found.push(dir);
   };
   for (const entry of readdirSync(nm).sort()) {
     if (entry.startsWith(".")) continue;
@@ -178,19 +205,81 @@ function discoverPackageDirs(root: string): string[] {
   return found;
 }
 
+/** A package found by discovery: its problems skip it rather than stop the start. */
+interface DiscoveredPackage {
+  /** Its real directory, which identifies it. */
+  key: string;
+  /** Its place in discovery order, which failed loads are listed in. */
+  order: number;
+  name: string;
+  version?: string;
+  dir: string;
+}
+
 interface Collected {
   definition: FabricDefinition;
   source: HandlerSource;
+  /** Set when the definition came from a discovered package. */
+  discovered?: DiscoveredPackage;
+}
+
+/** Problems found while loading: those that stop the start, and the discovered packages to skip with their reasons. */
+class LoadProblems {
+  readonly fatal: string[] = [];
+  private readonly skipped = new Map<string, { pkg: DiscoveredPackage; reasons: string[]; modules: Set<string> }>();
+
+  /** Records a problem that stops the start. */
+  stop(message: string): void {
+    this.fatal.push(message);
+  }
+
+  /** Skips a discovered package for `reason` (`module`: the handler module at fault). */
+  skip(pkg: DiscoveredPackage, reason: string, module?: string): void {
+    let entry = this.skipped.get(pkg.key);
+    if (!entry) this.skipped.set(pkg.key, (entry = { pkg, reasons: [], modules: new Set() }));
+    entry.reasons.push(reason);
+    if (module) entry.modules.add(module);
+  }
+
+  /** Skips a discovered package for `reason`; anything else stops the start with `message`. */
+  add(discovered: DiscoveredPackage | undefined, message: string, reason: string, module?: string): void {
+    if (discovered) this.skip(discovered, reason, module);
+    else this.stop(message);
+  }
+
+  /** True for a definition's package that is skipped. */
+  isSkipped(discovered: DiscoveredPackage | undefined): boolean {
+    return discovered !== undefined && this.skipped.has(discovered.key);
+  }
+
+  /** The skipped packages, in discovery order. */
+  failedLoads(): FailedHandlerLoad[] {
+    return [...this.skipped.values()].sort((a, b) => a.pkg.order - b.pkg.order).map(({ pkg, reasons, modules }) => ({
+      package: pkg.name,
+      ...(pkg.version ? { version: pkg.version } : {}),
+      dir: pkg.dir,
+      ...(modules.size === 1 ? { module: [...modules][0] } : {}),
+      reason: reasons.join("; "),
+    }));
+  }
+}
+
+/** The name a package is known by before its package.json is read: its path under node_modules, else its folder name. */
+function nameFromDir(dir: string): string {
+  const parts = path.resolve(dir).split(path.sep);
+  const nm = parts.lastIndexOf("node_modules");
+  return nm >= 0 && nm < parts.length - 1 ? parts.slice(nm + 1).join("/") : path.basename(dir);
 }
 
 /** Imports handler modules once each and gathers their definitions, noting problems instead of stopping at the first. */
 class Collector {
   readonly collected: Collected[] = [];
-  readonly problems: string[] = [];
+  readonly problems = new LoadProblems();
   readonly warnings: string[] = [];
   private readonly seenModules = new Set<string>();
   private readonly seenPackages = new Set<string>();
   private readonly seenDefinitions = new Set<object>();
+  private packagesVisited = 0;
 
   constructor(private readonly logger: LoaderLogger) {}
 
@@ -199,13 +288,15 @@ class Collector {
     this.logger.warn({ warning: message }, message);
   }
 
-  /** Loads one package directory; `viaKeyword` allows the main-export fallback (named packages only). */
-  async loadPackage(dir: string, label: string, viaKeyword: boolean): Promise<number> {
+  /** Loads one package directory named by the operator, or found by discovery (`discovered`: skipped when broken). */
+  async loadPackage(dir: string, label: string, origin: "named" | "discovered"): Promise<number> {
+    const order = this.packagesVisited++;
     let real: string;
     try {
       real = realpathSync(dir);
     } catch {
-      this.problems.push(`handler package ${label}: directory ${dir} does not exist`);
+      const where: DiscoveredPackage | undefined = origin === "discovered" ? { key: path.resolve(dir), order, name: nameFromDir(dir), dir } : undefined;
+      this.problems.add(where, `handler package ${label}: directory ${dir} does not exist`, `directory ${dir} does not exist`);
       return 0;
     }
     if (this.seenPackages.has(real)) return 0;
@@ -214,23 +305,32 @@ class Collector {
     try {
       pkg = readPackageJson(dir);
     } catch (err) {
-      this.problems.push(`handler package ${label}: cannot read ${path.join(dir, "package.json")}: ${(err as Error).message}`);
+      const where: DiscoveredPackage | undefined = origin === "discovered" ? { key: real, order, name: nameFromDir(dir), dir } : undefined;
+      const problem = `cannot read ${path.join(dir, "package.json")}: ${(err as Error).message}`;
+      this.problems.add(where, `handler package ${label}: ${problem}`, problem);
       return 0;
     }
     const name = pkg.name ?? label;
+    const discovered: DiscoveredPackage | undefined =
+      origin === "discovered" ? { key: real, order, name: pkg.name ?? nameFromDir(dir), ...(typeof pkg.version === "string" ? { version: pkg.version } : {}), dir } : undefined;
     let modules: string[];
     if (hasHandlersField(pkg)) {
       const list = pkg.nodefabric!.handlers;
       if (!Array.isArray(list) || list.length === 0 || !list.every((m) => typeof m === "string" && m.length > 0)) {
-        this.problems.push(`handler package ${name} (${dir}): "nodefabric.handlers" in package.json must be a non-empty array of module paths, such as ["./dist/index.js"]`);
+        const problem = `"nodefabric.handlers" in package.json must be a non-empty array of module paths, such as ["./dist/index.js"]`;
+        this.problems.add(discovered, `handler package ${name} (${dir}): ${problem}`, `${problem} (it is ${JSON.stringify(list)})`);
         return 0;
       }
       modules = list as string[];
-    } else if (viaKeyword && Array.isArray(pkg.keywords) && pkg.keywords.includes("nodefabric-handler")) {
+    } else if (origin === "named" && Array.isArray(pkg.keywords) && pkg.keywords.includes("nodefabric-handler")) {
       modules = [mainEntry(pkg)];
     } else {
-      this.problems.push(
+      // Discovery only imports packages that name their modules; one that only looks like a handler package is reported.
+      const has = pkg.nodefabric !== undefined ? `"nodefabric": ${JSON.stringify(pkg.nodefabric)}` : `the keyword "nodefabric-handler"`;
+      this.problems.add(
+        discovered,
         `${name} (${dir}) is not a NodeFabric handler package: its package.json has neither "nodefabric": { "handlers": [...] } nor the keyword "nodefabric-handler"`,
+        `its package.json has ${has} but no "nodefabric": { "handlers": [...] } naming its modules; add it, or name the package with --handlers`,
       );
       return 0;
     }
@@ -239,21 +339,22 @@ class Collector {
       const file = path.resolve(dir, rel);
       if (!existsSync(file)) {
         const hint = /(^|[\\/])(dist|build|lib|out)[\\/]/.test(rel) ? "; build the package first (npm run build)" : "";
-        this.problems.push(`handler package ${name}: its handler module ${rel} does not exist at ${file}${hint}`);
+        const problem = `its handler module ${rel} does not exist at ${file}${hint}`;
+        this.problems.add(discovered, `handler package ${name}: ${problem}`, problem, file);
         continue;
       }
-      count += await this.loadModule(file, { package: name, version: pkg.version, path: file });
+      count += await this.loadModule(file, { package: name, version: pkg.version, path: file }, discovered);
     }
     return count;
   }
 
   /** Imports one module and keeps every definition it exports (default: one or an array; named exports too). */
-  async loadModule(file: string, source: HandlerSource): Promise<number> {
+  async loadModule(file: string, source: HandlerSource, discovered?: DiscoveredPackage): Promise<number> {
     let real: string;
     try {
       real = realpathSync(file);
     } catch {
-      this.problems.push(`handler module ${file} does not exist`);
+      this.problems.add(discovered, `handler module ${file} does not exist`, `handler module ${file} does not exist`, file);
       return 0;
     }
     if (this.seenModules.has(real)) return 0;
@@ -263,15 +364,16 @@ class Collector {
       ns = (await import(/* @vite-ignore */ pathToFileURL(real).href)) as Record<string, unknown>;
     } catch (err) {
       const e = err as Error;
+      const cause = e?.message ?? String(err);
       const where = source.package ? `handler module ${file} of package ${source.package}` : `handler module ${file}`;
-      this.problems.push(`cannot import ${where}: ${e?.message ?? String(err)}`);
+      this.problems.add(discovered, `cannot import ${where}: ${cause}`, `cannot import ${file}: ${cause}`, file);
       return 0;
     }
     let count = 0;
     const take = (value: unknown) => {
       if (!isDefinition(value) || this.seenDefinitions.has(value)) return;
       this.seenDefinitions.add(value);
-      this.collected.push({ definition: value, source });
+      this.collected.push({ definition: value, source, ...(discovered ? { discovered } : {}) });
       count++;
     };
     const keys = Object.keys(ns).sort((a, b) => (a === "default" ? -1 : b === "default" ? 1 : 0));
@@ -300,53 +402,88 @@ function compatibleRange(): string {
   return ours ? (ours.major === 0 ? `${ours.major}.${ours.minor}.x` : `${ours.major}.x`) : SDK_VERSION;
 }
 
-/** Checks definitions and compiles their schemas; throws a HandlerLoadError listing every problem. */
-export function buildLoadedHandlers(collected: Collected[], warnings: string[] = [], priorProblems: string[] = []): LoadedHandlers {
-  const problems = [...priorProblems];
-  const definitions: LoadedDefinition[] = [];
-  const byKey = new Map<string, Collected>();
-  const nodeTypeValidator = validatorFor("node_type");
-  for (const item of collected) {
-    const { definition, source } = item;
-    const nt = definition.nodeType;
-    const name = `${String(nt.node_type_id)}@${String(nt.version)}`;
-    if (typeof definition.sdkVersion !== "string" || !sdkCompatible(definition.sdkVersion)) {
-      problems.push(
-        `node type ${name} from ${describe(source)} was made with @nodefabric/core/sdk ${String(definition.sdkVersion)}, ` +
-          `which this executor (SDK ${SDK_VERSION}) cannot run; rebuild the package against @nodefabric/core ${compatibleRange()}`,
-      );
-      continue;
-    }
-    if (!nodeTypeValidator(nt)) {
-      const issues = dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`);
-      problems.push(`node type ${name} from ${describe(source)} is not a valid NodeType: ${issues.join("; ")}`);
-      continue;
-    }
-    const key = `${nt.node_type_id}\u0000${nt.version}`;
-    const prior = byKey.get(key);
-    if (prior) {
-      problems.push(
-        `node type ${name} is defined twice: by ${describe(prior.source)} and by ${describe(source)}; ` +
-          `each (node_type_id, version) must come from one package (remove one, or give it a new version)`,
-      );
-      continue;
-    }
-    byKey.set(key, item);
-    const ajv = createHandlerAjv();
-    let validateInputs: ValidateFunction | undefined;
-    let validateOutputs: ValidateFunction | undefined;
-    for (const which of ["input_schema", "output_schema"] as const) {
-      try {
-        const fn = compileHandlerSchema(ajv, nt[which]);
-        if (which === "input_schema") validateInputs = fn;
-        else validateOutputs = fn;
-      } catch (err) {
-        problems.push(`node type ${name} from ${describe(source)}: its ${which} does not compile: ${(err as Error).message}`);
-      }
-    }
-    if (validateInputs && validateOutputs) definitions.push({ definition, source, validateInputs, validateOutputs });
+type Checked = LoadedDefinition & { discovered?: DiscoveredPackage };
+
+/** Checks one definition and compiles its schemas; records its problems and returns undefined when it has any. */
+function checkDefinition(item: Collected, problems: LoadProblems, nodeTypeValidator: ValidateFunction): Checked | undefined {
+  const { definition, source, discovered } = item;
+  const nt = definition.nodeType;
+  const name = `${String(nt.node_type_id)}@${String(nt.version)}`;
+  if (typeof definition.sdkVersion !== "string" || !sdkCompatible(definition.sdkVersion)) {
+    const problem =
+      `was made with @nodefabric/core/sdk ${String(definition.sdkVersion)}, ` +
+      `which this executor (SDK ${SDK_VERSION}) cannot run; rebuild the package against @nodefabric/core ${compatibleRange()}`;
+    problems.add(discovered, `node type ${name} from ${describe(source)} ${problem}`, `node type ${name} ${problem}`, source.path);
+    return undefined;
   }
-  if (problems.length > 0) throw new HandlerLoadError(problems);
+  if (!nodeTypeValidator(nt)) {
+    const issues = dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`);
+    const problem = `is not a valid NodeType: ${issues.join("; ")}`;
+    problems.add(discovered, `node type ${name} from ${describe(source)} ${problem}`, `node type ${name} ${problem}`, source.path);
+    return undefined;
+  }
+  const ajv = createHandlerAjv();
+  let validateInputs: ValidateFunction | undefined;
+  let validateOutputs: ValidateFunction | undefined;
+  for (const which of ["input_schema", "output_schema"] as const) {
+    try {
+      const fn = compileHandlerSchema(ajv, nt[which]);
+      if (which === "input_schema") validateInputs = fn;
+      else validateOutputs = fn;
+    } catch (err) {
+      const problem = `its ${which} does not compile: ${(err as Error).message}`;
+      problems.add(discovered, `node type ${name} from ${describe(source)}: ${problem}`, `node type ${name}: ${problem}`, source.path);
+    }
+  }
+  if (!validateInputs || !validateOutputs) return undefined;
+  return { definition, source, validateInputs, validateOutputs, ...(discovered ? { discovered } : {}) };
+}
+
+/**
+ * Reports every (node_type_id, version) defined more than once. Within one discovered package that package is
+ * skipped; across packages, or in named ones, the start stops: which one to serve is the operator's call.
+ */
+function checkDuplicates(checked: Checked[], problems: LoadProblems): void {
+  const byKey = new Map<string, Checked[]>();
+  for (const c of checked) {
+    const key = `${c.definition.nodeType.node_type_id}\u0000${c.definition.nodeType.version}`;
+    const list = byKey.get(key);
+    if (list) list.push(c);
+    else byKey.set(key, [c]);
+  }
+  for (const list of byKey.values()) {
+    if (list.length < 2) continue;
+    const nt = list[0]!.definition.nodeType;
+    const name = `${nt.node_type_id}@${nt.version}`;
+    const times = list.length === 2 ? "twice" : `${list.length} times`;
+    const owner = list[0]!.discovered;
+    if (owner && list.every((c) => c.discovered?.key === owner.key)) {
+      const where = list.map((c) => c.source.path).join(" and ");
+      problems.skip(owner, `node type ${name} is defined ${times}, in ${where}; each (node_type_id, version) must be defined once`);
+      continue;
+    }
+    const by = list.map((c) => `by ${describe(c.source)}`);
+    problems.stop(
+      `node type ${name} is defined ${times}: ${by.slice(0, -1).join(", ")} and ${by[by.length - 1]}; ` +
+        `each (node_type_id, version) must come from one package (remove one, or give it a new version)`,
+    );
+  }
+}
+
+/** Checks definitions and compiles their schemas; skips broken discovered packages, and throws a HandlerLoadError listing every other problem. */
+function buildLoadedHandlers(collected: Collected[], warnings: string[], problems: LoadProblems): LoadedHandlers {
+  const nodeTypeValidator = validatorFor("node_type");
+  const checked: Checked[] = [];
+  for (const item of collected) {
+    const c = checkDefinition(item, problems, nodeTypeValidator);
+    if (c) checked.push(c);
+  }
+  // A skipped package serves none of its node types, so its good ones can clash with nothing.
+  checkDuplicates(checked.filter((c) => !problems.isSkipped(c.discovered)), problems);
+  if (problems.fatal.length > 0) throw new HandlerLoadError(problems.fatal);
+  const definitions: LoadedDefinition[] = checked
+    .filter((c) => !problems.isSkipped(c.discovered))
+    .map(({ definition, source, validateInputs, validateOutputs }) => ({ definition, source, validateInputs, validateOutputs }));
   const byId = new Map<string, LoadedDefinition[]>();
   for (const d of definitions) {
     const list = byId.get(d.definition.nodeType.node_type_id);
@@ -358,21 +495,22 @@ export function buildLoadedHandlers(collected: Collected[], warnings: string[] =
     byId,
     find: (id, version) => byId.get(id)?.find((d) => d.definition.nodeType.version === version),
     warnings,
+    failed: problems.failedLoads(),
   };
 }
 
 /** LoadedHandlers from definitions already in memory (tests, `runHandler`), with the same checks as `loadHandlers`. */
 export function handlersFromDefinitions(definitions: Array<FabricDefinition | { definition: FabricDefinition; source: HandlerSource }>): LoadedHandlers {
   const collected: Collected[] = [];
-  const problems: string[] = [];
+  const problems = new LoadProblems();
   const seen = new Set<object>();
   definitions.forEach((d, i) => {
     const item = isDefinition(d)
       ? { definition: d, source: { path: `<in-memory definition ${i}>` } }
       : typeof d === "object" && d !== null && isDefinition(d.definition)
-        ? d
+        ? { definition: d.definition, source: d.source }
         : undefined;
-    if (!item) problems.push(`item ${i} is not a node type definition (make it with defineAtomic)`);
+    if (!item) problems.stop(`item ${i} is not a node type definition (make it with defineAtomic)`);
     else if (!seen.has(item.definition)) {
       // The same object twice is one definition, as with a module exporting it twice.
       seen.add(item.definition);
@@ -382,37 +520,42 @@ export function handlersFromDefinitions(definitions: Array<FabricDefinition | { 
   return buildLoadedHandlers(collected, [], problems);
 }
 
-/** Loads handler packages and modules, checks every definition, and stops with a clear error when one is wrong. */
+/**
+ * Loads handler packages and modules and checks every definition. A problem with anything named in `handlers` (or a
+ * discover folder that does not exist) stops the start with a HandlerLoadError; a broken package found by discovery
+ * is skipped and listed in `failed`. A (node_type_id, version) defined by two packages always stops the start.
+ */
 export async function loadHandlers(options: LoadHandlersOptions = {}): Promise<LoadedHandlers> {
   const cwd = path.resolve(options.cwd ?? process.cwd());
   const logger = options.logger ?? stderrLogger;
   const collector = new Collector(logger);
+  const fatal = (message: string) => collector.problems.stop(message);
   for (const entry of options.handlers ?? []) {
     if (typeof entry !== "string" || entry.trim() === "") {
-      collector.problems.push(`handler entry ${JSON.stringify(entry)} is empty`);
+      fatal(`handler entry ${JSON.stringify(entry)} is empty`);
       continue;
     }
     const asPath = path.resolve(cwd, entry);
     const pkgDir = looksLikePath(entry) ? undefined : findPackageDir(entry, cwd);
     if (pkgDir) {
-      await collector.loadPackage(pkgDir, entry, true);
+      await collector.loadPackage(pkgDir, entry, "named");
     } else if (existsSync(asPath)) {
-      if (isDirectory(asPath)) await collector.loadPackage(asPath, entry, true);
+      if (isDirectory(asPath)) await collector.loadPackage(asPath, entry, "named");
       else await collector.loadModule(asPath, { path: asPath });
     } else if (looksLikePath(entry)) {
-      collector.problems.push(`handler path ${entry} does not exist (resolved to ${asPath})`);
+      fatal(`handler path ${entry} does not exist (resolved to ${asPath})`);
     } else {
-      collector.problems.push(`handler package ${entry} cannot be found from ${cwd}; install it there (npm install ${entry}) or give a path to it`);
+      fatal(`handler package ${entry} cannot be found from ${cwd}; install it there (npm install ${entry}) or give a path to it`);
     }
   }
   for (const entry of options.discover ?? []) {
     const root = path.resolve(cwd, entry);
     if (!isDirectory(root)) {
-      collector.problems.push(`discover directory ${entry} does not exist (resolved to ${root})`);
+      fatal(`discover directory ${entry} does not exist (resolved to ${root})`);
       continue;
     }
     const dirs = discoverPackageDirs(root);
-    for (const dir of dirs) await collector.loadPackage(dir, path.relative(cwd, dir) || dir, false);
+    for (const dir of dirs) await collector.loadPackage(dir, path.relative(cwd, dir) || dir, "discovered");
     if (dirs.length === 0) collector.warn(`discovery in ${root} found no handler packages (packages declare "nodefabric": { "handlers": [...] } in package.json)`);
   }
   const loaded = buildLoadedHandlers(collector.collected, collector.warnings, collector.problems);

@@ -15,9 +15,11 @@ import { canonicalJson } from "../../canonical-json.js";
 import type { HandlerSecrets } from "../../sdk/types.js";
 import { executeAtomic, Execution } from "./atomic-execution.js";
 import type { LoadedHandlers } from "./handler-loader.js";
+import { handlersCheck, logFailedLoads } from "./handlers-check.js";
 import { ResultCache } from "./result-cache.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
+import { ImplementedNodeTypes } from "./implemented-node-types.js";
 
 export interface AtomicExecutorOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
@@ -112,23 +114,11 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
 
   const atomic = handlers.definitions.filter((d) => d.definition.kind === "atomic");
   let registration: RegistryRegistration | undefined;
+  // Node types published in the registry that a loaded template definition implements (extensions["nodefabric.implementation"]).
+  const implemented = options.registryUrl ? new ImplementedNodeTypes(handlers, options.registryUrl, options.tokens) : undefined;
 
   const health = (): HealthCheck[] => [
-    {
-      name: "handlers",
-      status: atomic.length > 0 ? "ok" : "degraded",
-      ...(atomic.length === 0 ? { message: "no atomic handlers are loaded; pass --handlers or --discover" } : {}),
-      details: {
-        count: atomic.length,
-        node_types: atomic.map((d) => ({
-          node_type_id: d.definition.nodeType.node_type_id,
-          version: d.definition.nodeType.version,
-          ...(d.source.package ? { package: d.source.package } : {}),
-          ...(d.source.version ? { package_version: d.source.version } : {}),
-        })),
-        ...(handlers.warnings.length > 0 ? { warnings: handlers.warnings } : {}),
-      },
-    },
+    handlersCheck(atomic, handlers, { status: "degraded", message: "no atomic handlers are loaded; pass --handlers or --discover" }),
     registration
       ? registration.check()
       : { name: "registry_registration", status: "ok", message: "no registry configured", details: { configured: false } },
@@ -140,6 +130,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   ];
 
   const app = createService({ name: "atomic-executor", logger: options.logger, health, auth: options.auth });
+  logFailedLoads(app.log, handlers);
 
   if (options.registryUrl) {
     registration = registerOnListen(app, {
@@ -199,7 +190,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     const remaining = msUntilDeadline(request);
 
     const { node_type_id, version } = request.node_type_ref;
-    const loaded = handlers.find(node_type_id, version);
+    const loaded = handlers.find(node_type_id, version) ?? (await implemented?.find(request.node_type_ref));
     if (!loaded || loaded.definition.kind !== "atomic") {
       const versions = (handlers.byId.get(node_type_id) ?? []).filter((d) => d.definition.kind === "atomic").map((d) => d.definition.nodeType.version);
       if (versions.length > 0) {
@@ -272,10 +263,11 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   app.addHook("onClose", async () => {
     for (const set of running.values()) for (const execution of set) execution.stop("shutdown");
     await registration?.stop();
+    await implemented?.close();
     await ownDispatcher?.close();
   });
 
   return app;
 }
 
-export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition, type HandlerSource, type LoadHandlersOptions } from "./handler-loader.js";
+export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition, type HandlerSource, type LoadHandlersOptions, type FailedHandlerLoad } from "./handler-loader.js";

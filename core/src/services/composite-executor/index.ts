@@ -16,6 +16,7 @@ import type { LoadedHandlers } from "../atomic-executor/handler-loader.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { bearerHeaders } from "../../clients/service-tokens.js";
 import { registerOnListen, type RegistryRegistration } from "../atomic-executor/registry-registration.js";
+import { handlersCheck, logFailedLoads } from "../atomic-executor/handlers-check.js";
 import { CompositeDriver } from "./composite-driver.js";
 import { CompositeTargets } from "./composite-targets.js";
 
@@ -56,25 +57,13 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
   let registration: RegistryRegistration | undefined;
 
   const health = (): HealthCheck[] => [
-    {
-      name: "handlers",
-      status: "ok",
-      ...(composite.length === 0 ? { message: "no composite definitions are loaded; only declarative plans from the registry are served" } : {}),
-      details: {
-        count: composite.length,
-        node_types: composite.map((d) => ({
-          node_type_id: d.definition.nodeType.node_type_id,
-          version: d.definition.nodeType.version,
-          ...(d.source.package ? { package: d.source.package } : {}),
-          ...(d.source.version ? { package_version: d.source.version } : {}),
-        })),
-      },
-    },
+    handlersCheck(composite, options.handlers, { status: "ok", message: "no composite definitions are loaded; only declarative plans from the registry are served" }),
     { name: "driving", status: "ok", details: { count: driving.size, ended: completed } },
     registration ? registration.check() : { name: "registry_registration", status: "ok", message: "waiting for the executor to listen" },
   ];
 
   const app = createService({ name: "composite-executor", logger: options.logger, health, auth: options.auth });
+  logFailedLoads(app.log, options.handlers);
 
   registration = registerOnListen(app, {
     registryUrl: options.registryUrl,

@@ -3,9 +3,10 @@
  * directory of executors and the node types they serve (`/v1/executors`, an extension).
  */
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { schemaId } from "@nodefabric/schemas";
+import { schemaId, type NodeType } from "@nodefabric/schemas";
 import { FabricError, invalidRequest, type ValidationIssue } from "../../http/errors.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
+import { IMPLEMENTATION_EXTENSION, implementationOf } from "../../node-type-implementation.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
@@ -105,8 +106,10 @@ async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
   const [atomic, executors] = await Promise.all([store.latestNodeTypes("atomic"), store.listExecutors()]);
   const served = new Set<string>();
   for (const e of executors) for (const r of e.node_types) served.add(`${r.node_type_id}\u0000${r.version}`);
+  // A node type implemented by another definition (an HTTP-backed one, say) is served wherever that definition is.
+  const isServed = (ref: { node_type_id: string; version: string } | undefined) => ref !== undefined && served.has(`${ref.node_type_id}\u0000${ref.version}`);
   const unserved = atomic
-    .filter((t) => !served.has(`${t.node_type_id}\u0000${t.version}`))
+    .filter((t) => !isServed(t) && !(t.json.includes(IMPLEMENTATION_EXTENSION) && isServed(implementationOf(JSON.parse(t.json) as NodeType))))
     .map((t) => ({ node_type_id: t.node_type_id, version: t.version }));
   const check: HealthCheck = {
     name: "unserved_node_types",
