@@ -13,7 +13,7 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ["test/**/*.test.ts", "core/test/**/*.test.ts", "handlers/*/test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "core/test/**/*.test.ts", "handlers/*/test/**/*.test.ts", "templates/*/test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",

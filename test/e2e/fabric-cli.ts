@@ -14,9 +14,12 @@ export interface FabricProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `fabric <args>` and resolves once its banner has listed every service URL. */
-export function startFabricProcess(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; expect?: number } = {}): Promise<FabricProcess> {
-  const child = spawn(process.execPath, [CLI, ...args], {
+/**
+ * Starts `fabric <args>` and resolves once its banner has listed every service URL. `cli` runs another installation's
+ * CLI (a package installed outside this repository) instead of this workspace's build.
+ */
+export function startFabricProcess(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; expect?: number; cli?: string } = {}): Promise<FabricProcess> {
+  const child = spawn(process.execPath, [options.cli ?? CLI, ...args], {
     cwd: options.cwd,
     env: { ...process.env, FABRIC_LOG_LEVEL: "warn", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -53,9 +56,9 @@ export function startFabricProcess(args: string[], options: { cwd?: string; env?
 }
 
 /** Runs `fabric <args>` to completion and returns its exit code and output. */
-export function runFabric(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runFabric(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; cli?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [options.cli ?? CLI, ...args], { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));

@@ -1,0 +1,94 @@
+/**
+ * The command line of create-fabric-handler: its flags, its help text, and parsing (which never prompts).
+ */
+import { parseArgs } from "node:util";
+import { UsageError } from "./errors.js";
+import { DEFAULT_CORE_SPEC } from "./package-manifest.js";
+import { isTemplateName, TEMPLATE_NAMES, type TemplateName } from "./scaffold.js";
+
+/** The name used when none is given and nothing can be asked (without --from-openapi). */
+export const DEFAULT_PACKAGE_NAME = "my-fabric-handler";
+
+/** What `create-fabric-handler --help` prints. */
+export const USAGE = `Usage: npm create fabric-handler [name] -- [options]
+       create-fabric-handler [name] [options]
+
+Scaffolds a NodeFabric handler package that builds and passes its tests as generated.
+
+Options:
+  -t, --template <name>        atomic (default), composite or http
+      --from-openapi <file|url>
+                               one atomic node type per operation of an OpenAPI 3.0/3.1
+                               document (JSON or YAML); implies --template http
+      --dir <path>             where to create the package (default: ./<name without its scope>);
+                               it must not exist or be empty
+      --core <spec>            the @nodefabric/core version spec written to package.json
+                               (default: ${DEFAULT_CORE_SPEC}; a file: spec tests a local build)
+      --schemas <spec>         adds "overrides": { "@nodefabric/schemas": <spec> } to package.json,
+                               for installing a local build of @nodefabric/core (with --core file:…)
+  -y, --yes                    ask nothing: use the flags, and defaults for the rest
+  -h, --help                   print this help
+
+In a terminal it asks for the name and template when they are not given (unless --yes). Otherwise
+it asks nothing: the name defaults to ${DEFAULT_PACKAGE_NAME} (with --from-openapi, to the API's title)
+and the template to atomic.
+
+Exit codes: 0 created, 1 failed (e.g. the directory is not empty), 2 usage error.
+`;
+
+/** The command line, parsed and checked (the name is validated later, once it is known). */
+export interface CliArguments {
+  name?: string;
+  template?: TemplateName;
+  fromOpenApi?: string;
+  dir?: string;
+  core?: string;
+  schemas?: string;
+  yes: boolean;
+  help: boolean;
+}
+
+/** Parses `argv` (without node and the script); throws a UsageError for anything it cannot take. */
+export function parseCliArguments(argv: string[]): CliArguments {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        template: { type: "string", short: "t" },
+        "from-openapi": { type: "string" },
+        dir: { type: "string" },
+        core: { type: "string" },
+        schemas: { type: "string" },
+        yes: { type: "boolean", short: "y" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (positionals.length > 1) throw new UsageError(`expected at most one package name, got ${positionals.map((p) => JSON.stringify(p)).join(", ")}`);
+  for (const flag of ["template", "from-openapi", "dir", "core", "schemas"] as const) {
+    if (values[flag] !== undefined && values[flag].trim() === "") throw new UsageError(`--${flag} needs a value`);
+  }
+  const template = values.template;
+  if (template !== undefined && !isTemplateName(template)) {
+    throw new UsageError(`unknown template ${JSON.stringify(template)}: choose ${TEMPLATE_NAMES.join(", ")}`);
+  }
+  if (values["from-openapi"] !== undefined && template !== undefined && template !== "http") {
+    throw new UsageError(`--from-openapi makes an http package; drop --template ${template}`);
+  }
+  return {
+    name: positionals[0],
+    template,
+    fromOpenApi: values["from-openapi"],
+    dir: values.dir,
+    core: values.core,
+    schemas: values.schemas,
+    yes: values.yes ?? false,
+    help: values.help ?? false,
+  };
+}

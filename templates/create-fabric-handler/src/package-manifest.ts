@@ -1,0 +1,74 @@
+/**
+ * The package.json of a generated handler package.
+ */
+
+/**
+ * The @nodefabric/core range of the release this scaffolder ships with (core/package.json is 0.1.0; a test keeps the
+ * two in step). On 0.x a minor is a breaking change for executors, so the caret range is the compatible one.
+ */
+export const DEFAULT_CORE_SPEC = "^0.1.0";
+
+/** The tool versions generated packages are built and tested with (all work on Node 20). */
+export const TOOL_VERSIONS = {
+  "@types/node": "^20.19.0",
+  nock: "^14.0.0",
+  tsup: "^8.5.0",
+  typescript: "~5.9.3",
+  vitest: "^4.0.0",
+} as const;
+
+/** What package.json is made from. */
+export interface PackageManifestOptions {
+  packageName: string;
+  description: string;
+  /** The spec of @nodefabric/core for devDependencies (a range, a tag, or `file:…` for a local build). */
+  coreSpec: string;
+  /** When given, `overrides["@nodefabric/schemas"]`: how core's own dependency is installed from a local build. */
+  schemasSpec?: string;
+}
+
+/**
+ * The package.json object: discoverable by executors (`nodefabric.handlers`, the keyword), publishing only dist/,
+ * with @nodefabric/core as a peer (the executor's copy serves the package) and as a dev dependency (to build and test).
+ */
+export function packageManifest(options: PackageManifestOptions): Record<string, unknown> {
+  return {
+    name: options.packageName,
+    version: "0.1.0",
+    description: options.description,
+    type: "module",
+    keywords: ["nodefabric-handler"],
+    main: "./dist/index.js",
+    types: "./dist/index.d.ts",
+    exports: {
+      ".": { types: "./dist/index.d.ts", import: "./dist/index.js" },
+      "./package.json": "./package.json",
+    },
+    files: ["dist"],
+    nodefabric: { handlers: ["./dist/index.js"] },
+    scripts: {
+      build: "tsup",
+      test: "vitest run",
+      typecheck: "tsc --noEmit",
+      prepublishOnly: "npm run build",
+    },
+    engines: { node: ">=20" },
+    peerDependencies: { "@nodefabric/core": peerSpecOf(options.coreSpec) },
+    devDependencies: sortedKeys({ "@nodefabric/core": options.coreSpec, ...TOOL_VERSIONS }),
+    ...(options.schemasSpec === undefined ? {} : { overrides: { "@nodefabric/schemas": options.schemasSpec } }),
+    // Install scripts npm may ask to approve: better-sqlite3 (a dependency of core) builds its binding, esbuild (of tsup) checks its binary.
+    allowScripts: { "better-sqlite3": true, esbuild: true },
+  };
+}
+
+/**
+ * The peer range: the core spec itself when it is a registry range or tag, else (a `file:`, git or URL spec, used to
+ * test local builds) the default range, since a published package must not ask its users for a path on this machine.
+ */
+export function peerSpecOf(coreSpec: string): string {
+  return /^[\w.^~<>=*| -]+$/.test(coreSpec) && !/^\./.test(coreSpec) ? coreSpec : DEFAULT_CORE_SPEC;
+}
+
+function sortedKeys(record: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => a.localeCompare(b)));
+}

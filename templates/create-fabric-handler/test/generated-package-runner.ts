@@ -1,0 +1,62 @@
+/**
+ * Runs a generated package's own test suite and typecheck against this workspace, without `npm install`: the package
+ * is written to a temporary folder whose node_modules links to the workspace's (so @nodefabric/core is the workspace's
+ * build, and vitest, nock, typescript are the workspace's). The lead's end-to-end test does the real install.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { writePackage } from "../src/scaffold.js";
+import type { GeneratedFile } from "../src/template-files.js";
+
+const run = promisify(execFile);
+const workspaceRoot = fileURLToPath(new URL("../../../", import.meta.url));
+const workspaceModules = path.join(workspaceRoot, "node_modules");
+
+/** What a command printed and how it ended. */
+export interface CommandOutcome {
+  code: number;
+  output: string;
+}
+
+/** A generated package on disk, linked to the workspace's node_modules. */
+export interface LinkedPackage {
+  dir: string;
+  /** `vitest run` in the package, as `npm test` runs it. */
+  test(): Promise<CommandOutcome>;
+  /** `tsc --noEmit` in the package, as `npm run typecheck` runs it. */
+  typecheck(): Promise<CommandOutcome>;
+  remove(): void;
+}
+
+/** Writes `files` to a new temporary folder whose node_modules is the workspace's. */
+export function linkGeneratedPackage(files: GeneratedFile[]): LinkedPackage {
+  if (!existsSync(path.join(workspaceRoot, "core", "dist", "testing", "index.js"))) {
+    throw new Error("@nodefabric/core is not built: run `npm run build` at the workspace root first");
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), "cfh-generated-"));
+  writePackage(dir, files);
+  symlinkSync(workspaceModules, path.join(dir, "node_modules"), "dir");
+  const inDir = async (script: string, args: string[]): Promise<CommandOutcome> => {
+    try {
+      const { stdout, stderr } = await run(process.execPath, [path.join(workspaceModules, script), ...args], {
+        cwd: dir,
+        env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", CI: "1" },
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      return { code: 0, output: stdout + stderr };
+    } catch (err) {
+      const e = err as { code?: number; stdout?: string; stderr?: string };
+      return { code: typeof e.code === "number" ? e.code : 1, output: `${e.stdout ?? ""}${e.stderr ?? ""}` };
+    }
+  };
+  return {
+    dir,
+    test: () => inDir("vitest/vitest.mjs", ["run", "--root", dir]),
+    typecheck: () => inDir("typescript/bin/tsc", ["--noEmit", "-p", dir]),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
