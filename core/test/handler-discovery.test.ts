@@ -1,37 +1,13 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
-import { fileURLToPath } from "node:url";
 import type { FastifyInstance } from "fastify";
 import { validatorFor } from "@nodefabric/schemas";
 import { SDK_VERSION } from "@nodefabric/core/sdk";
 import { HandlerLoadError, loadHandlers, type FailedHandlerLoad, type LoadedHandlers } from "../src/services/atomic-executor/handler-loader.js";
 import { buildAtomicExecutor } from "../src/services/atomic-executor/index.js";
+import { fixture, ids, projectWith, quietLogger } from "./support/handler-fixtures.js";
 
-const fixtures = fileURLToPath(new URL("./fixtures/handler-packages/", import.meta.url));
-const fixture = (name: string) => path.join(fixtures, name);
-
-function quietLogger() {
-  const warnings: string[] = [];
-  return { warnings, logger: { info: () => undefined, warn: (_obj: object, msg?: string) => void warnings.push(msg ?? "") } };
-}
-
-function ids(h: LoadedHandlers): string[] {
-  return h.definitions.map((d) => `${d.definition.nodeType.node_type_id}@${d.definition.nodeType.version}`).sort();
-}
-
-/** A project folder whose node_modules links the named fixture packages, the way npm links workspaces. */
-function projectWith(packages: Record<string, string>): string {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "nf-discovery-"));
-  for (const [name, fixtureName] of Object.entries(packages)) {
-    const dest = path.join(root, "node_modules", name);
-    fs.mkdirSync(path.dirname(dest), { recursive: true });
-    fs.symlinkSync(fixture(fixtureName), dest, "dir");
-  }
-  return root;
-}
 
 /** Where a linked package of `project` lives, as discovery reports it. */
 const linked = (project: string, name: string) => path.join(project, "node_modules", name);

@@ -5,31 +5,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineAtomic } from "@nodefabric/core/sdk";
 import { HandlerLoadError, handlersFromDefinitions, loadHandlers, type LoadedHandlers } from "../src/services/atomic-executor/handler-loader.js";
+import { fixture, fixtures, ids, projectWith, quietLogger } from "./support/handler-fixtures.js";
 
-const fixtures = fileURLToPath(new URL("./fixtures/handler-packages/", import.meta.url));
-const fixture = (name: string) => path.join(fixtures, name);
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
-
-function quietLogger() {
-  const warnings: string[] = [];
-  return { warnings, logger: { info: () => undefined, warn: (_obj: object, msg?: string) => void warnings.push(msg ?? "") } };
-}
-
-function ids(h: LoadedHandlers): string[] {
-  return h.definitions.map((d) => `${d.definition.nodeType.node_type_id}@${d.definition.nodeType.version}`).sort();
-}
-
-/** A project folder whose node_modules links the named fixture packages, the way npm links workspaces. */
-function projectWith(packages: Record<string, string>): string {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "nf-"));
-  for (const [name, fixtureName] of Object.entries(packages)) {
-    const dest = path.join(root, "node_modules", name);
-    fs.mkdirSync(path.dirname(dest), { recursive: true });
-    fs.symlinkSync(fixture(fixtureName), dest, "dir");
-  }
-  fs.mkdirSync(path.join(root, "node_modules", ".bin"), { recursive: true });
-  return root;
-}
 
 async function loadError(options: Parameters<typeof loadHandlers>[0]): Promise<HandlerLoadError> {
   const { logger } = quietLogger();
