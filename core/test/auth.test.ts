@@ -252,6 +252,34 @@ describe("optional and disabled modes", () => {
     await app.close();
   });
 
+  it("fabricAuth registered as a plugin on an instance of one's own guards routes added after it, and refuses uncovered ones", async () => {
+    const { fabricAuth } = await import("@nodefabric/core");
+    const Fastify = (await import("fastify")).default;
+    const verifier = new TokenVerifier({ keys: { jwksUrl: idp.jwksUrl }, issuer: idp.issuer });
+    // Awaited, the plugin is loaded before the routes: an uncovered route stops the start.
+    const strict = Fastify();
+    await strict.register(fabricAuth, { service: "pdp", mode: "required", verifier });
+    expect(() => strict.get("/v1/extra", async () => ({}))).toThrow(/GET \/v1\/extra has no entry in ROUTE_ACCESS/);
+    await strict.close();
+    // Not awaited (the usual style), it loads after the routes: each is looked up at its first request.
+    const app = Fastify();
+    void app.register(fabricAuth, { service: "pdp", mode: "required", verifier });
+    app.post("/v1/policy::decide", async () => ({ decision: "allow" }));
+    app.get("/v1/extra", async () => ({ open: true }));
+    await app.ready();
+    try {
+      expect((await app.inject({ method: "POST", url: "/v1/policy:decide", payload: {} })).statusCode).toBe(401);
+      const token = await idp.mint({ aud: AUD, scope: "policy:decide" });
+      expect((await app.inject({ method: "POST", url: "/v1/policy:decide", payload: {}, headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(200);
+      const uncovered = await app.inject({ method: "GET", url: "/v1/extra", headers: { authorization: `Bearer ${token}` } });
+      expect(uncovered.statusCode).toBe(403);
+      // A plain fastify instance has fastify's own error body; createService's services answer an ErrorEnvelope.
+      expect(uncovered.json()).toMatchObject({ code: "permission_denied", message: expect.stringMatching(/no scope in this service's table/) });
+    } finally {
+      await app.close();
+    }
+  });
+
   it("required without a verifier does not start", async () => {
     await expect(securedPdp(undefined, "required")).rejects.toThrow(/no token verifier/);
   });

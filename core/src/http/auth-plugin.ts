@@ -148,8 +148,28 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
     return p;
   };
 
+  // Routes added before this hook existed (fabricAuth registered as a plugin loads late) are looked up on their first
+  // request instead; a route the table does not cover is refused, never let through.
+  const late = new Map<string, RouteAccess | "public" | undefined>();
+  const accessOf = (req: FastifyRequest): RouteAccess | "public" | undefined => {
+    const annotated = req.routeOptions.config.access;
+    const url = req.routeOptions.url;
+    if (annotated !== undefined || url === undefined) return annotated;
+    const key = `${req.method} ${url}`;
+    if (!late.has(key)) {
+      try {
+        late.set(key, lookup(req.method, url));
+      } catch {
+        late.set(key, undefined);
+      }
+    }
+    const found = late.get(key);
+    if (found === undefined) throw forbidden(`${req.method} ${contractPath(url)} has no scope in this service's table, so nobody may call it`, realm);
+    return found;
+  };
+
   app.addHook("onRequest", async (req) => {
-    const access = req.routeOptions.config.access;
+    const access = accessOf(req);
     // Unknown routes answer 404/405 as usual: the routes of the contract are no secret.
     if (access === undefined || access === "public") return;
     const token = bearerOf(req, realm);
