@@ -148,7 +148,8 @@ describe("children of a composite, at the coordinator", () => {
   });
 
   it("enforces allow and deny lists", async () => {
-    const { runId, rootId } = await startComposite({ constraints: { candidates: { denied_node_type_ids: ["demo.fail"], allowed_node_type_ids: ["demo.echo", "demo.fail"] } } });
+    // The run's lists bind its root too, so the allow list names the composite itself.
+    const { runId, rootId } = await startComposite({ constraints: { candidates: { denied_node_type_ids: ["demo.fail"], allowed_node_type_ids: [MANUAL.node_type_id, "demo.echo", "demo.fail"] } } });
     const denied = await create(runId, rootId, [{ node_type_ref: { node_type_id: "demo.fail", version: "1.0.0" }, inputs: {} }]);
     expect(denied.status).toBe(409);
     expect(denied.body.error.message).toContain("node_type_denied");

@@ -71,6 +71,12 @@ export interface AtomicContext {
    * registry that names it in `extensions["nodefabric.implementation"]` (its extensions configure the handler).
    */
   readonly nodeType: NodeType;
+  /**
+   * Reports what this execution cost, in the unit the run's `constraints.budgets.max_cost` is written in (for example
+   * cents or tokens). Calls add up; the total reaches the coordinator as the result's `extensions["nodefabric.cost"]`,
+   * counted whether the handler succeeds or fails, and a run whose total passes `max_cost` fails with `budget_exceeded`.
+   */
+  reportCost(amount: number): void;
 }
 
 /** An atomic handler: inputs in, outputs (a JSON object) out; throw `HandlerError` to fail with a code. */

@@ -63,7 +63,7 @@ export interface ApprovalRecord {
   approval_id: string;
   run_id: string;
   node_run_id: string;
-  state: "pending" | "approved" | "rejected";
+  state: "pending" | "approved" | "rejected" | "canceled";
   created_at: number;
   resolved_at: number | null;
   /** The PolicyDecision that asked for it. */

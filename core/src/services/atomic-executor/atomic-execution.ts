@@ -115,6 +115,8 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   const name = `${nodeType.node_type_id}@${nodeType.version}`;
   const startedMs = clock.now();
   const started_at = clock.isoNow();
+  // What the handler reported with ctx.reportCost, returned as the result's `nodefabric.cost` for the run's max_cost.
+  let cost = 0;
   const finish = (
     state: "completed" | "failed" | "canceled",
     part: { outputs?: Record<string, unknown>; error?: FabricErrorBody },
@@ -124,7 +126,11 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
     ...part,
     started_at,
     ended_at: clock.isoNow(),
-    extensions: { "nodefabric.attempt": attempt, "nodefabric.duration_ms": Math.max(0, clock.now() - startedMs) },
+    extensions: {
+      "nodefabric.attempt": attempt,
+      "nodefabric.duration_ms": Math.max(0, clock.now() - startedMs),
+      ...(cost > 0 ? { "nodefabric.cost": cost } : {}),
+    },
   });
   const stoppedResult = (): AtomicExecuteResult => {
     switch (execution.stopped) {
@@ -179,6 +185,12 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
     },
     secrets: options.secrets,
     nodeType,
+    reportCost(amount: number) {
+      if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0) {
+        throw new TypeError(`ctx.reportCost takes a finite number of at least 0, not ${String(amount)}`);
+      }
+      cost += amount;
+    },
   };
 
   const handler = (loaded.definition as AtomicDefinition<unknown, unknown>).handler;

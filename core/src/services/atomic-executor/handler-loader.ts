@@ -14,7 +14,7 @@ import { validatorFor } from "@nodefabric/schemas";
 import { isDefinition, SDK_VERSION } from "../../sdk/define-atomic.js";
 import type { FabricDefinition } from "../../sdk/types.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
-import { compileHandlerSchema, createHandlerAjv } from "./handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
 
 /** Where a definition came from. */
 export interface HandlerSource {

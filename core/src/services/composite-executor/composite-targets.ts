@@ -9,7 +9,7 @@ import type { RegistryClient } from "../../clients/registry-client.js";
 import { isCompositeDefinition } from "../../sdk/define-composite.js";
 import type { CompositeContext, JsonObject } from "../../sdk/types.js";
 import type { LoadedDefinition, LoadedHandlers } from "../atomic-executor/handler-loader.js";
-import { compileHandlerSchema, createHandlerAjv } from "../atomic-executor/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
 import { planOf, runPlan } from "./plan/index.js";
 
 /** A composite the executor can drive. */

@@ -1,0 +1,335 @@
+/**
+ * The state the parts of the coordinator's engine share, and the one way each shared step is done: per-run locks,
+ * the tick writer, policy questions, parking a NodeRun for approval, the envelope of constraints in force, the
+ * run's usage against its budgets, and every ending of a NodeRun or a run. An ending never touches a record that
+ * has already ended: terminal states do not change.
+ */
+import type { ConstraintEnvelope, FabricErrorBody, NodeType, PolicyDecision, PolicyDecisionRequest, RunEvent } from "@nodefabric/schemas";
+import { clock } from "../clock.js";
+import { newId } from "../ids.js";
+import { FabricError } from "../http/errors.js";
+import type { ApprovalRecord, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
+import { EventHub } from "./event-hub.js";
+import { TickWriter } from "./tick-writer.js";
+import { AssignmentTokens } from "./assignment-tokens.js";
+import { mergeConstraints } from "./constraints.js";
+import { assignmentRefused, errorBody, event, isTerminal, type Caller, type Checkpoint, type RunEngineOptions } from "./engine-types.js";
+
+/** What a run has used so far, kept durably on the Run as `extensions["nodefabric.usage"]`. */
+export interface RunUsage {
+  /** NodeRuns created in the run, the root included. */
+  steps: number;
+  /** Atomic executions sent to executors, every attempt counted. */
+  external_calls: number;
+  /** The sum of the cost executors reported (`extensions["nodefabric.cost"]` of AtomicExecuteResults). */
+  cost: number;
+}
+
+type Budgets = NonNullable<ConstraintEnvelope["budgets"]>;
+
+/** The Run extension holding the envelope's budgets, fixed when the run starts. */
+const BUDGETS_KEY = "nodefabric.budgets";
+const USAGE_KEY = "nodefabric.usage";
+/** A NodeRun extension: the constraint envelope in force for it (and, merged further, for its descendants). */
+export const CONSTRAINTS_KEY = "nodefabric.constraints";
+/** A NodeRun extension: the checkpoints a person approved for it, each with its approval id. */
+const APPROVED_KEY = "nodefabric.approvals";
+
+/** A pending approval id that the PDP may name, when it is a safe id nobody used yet. */
+const APPROVAL_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+export class EngineCore {
+  readonly hub = new EventHub();
+  readonly writer: TickWriter;
+  readonly store: RunStore;
+  readonly leaseMs: number;
+  readonly compositeLeaseMs: number;
+  readonly tokens: AssignmentTokens;
+  /** When each composite last made progress (children created or ended, evaluations), in memory. */
+  readonly progress = new Map<string, number>();
+  /** When each composite's current assignment token was minted, in memory. */
+  readonly tokenMintedAt = new Map<string, number>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  stopped = false;
+  /** Asks the dispatcher to look for work soon; set by the engine once its dispatcher exists. */
+  wake: () => void = () => undefined;
+
+  constructor(readonly o: RunEngineOptions) {
+    this.store = o.store;
+    this.writer = new TickWriter(o.store, (events) => this.hub.publish(events));
+    this.leaseMs = o.leaseMs ?? 30_000;
+    this.compositeLeaseMs = o.compositeLeaseMs ?? this.leaseMs;
+    this.tokens = o.assignmentTokens ?? new AssignmentTokens();
+  }
+
+  /** Runs `fn` after every earlier holder of `key` (a run id): changes to one run never interleave. */
+  withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(key) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.locks.set(key, tail);
+    void tail.then(() => {
+      if (this.locks.get(key) === tail) this.locks.delete(key);
+    });
+    return next;
+  }
+
+  write(batch: WriteBatch): Promise<RunEvent[]> {
+    return this.writer.write(batch);
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  /** A run visible to the caller, or 404 run_not_found. */
+  async getRunRecord(runId: string, caller: Caller = {}): Promise<RunRecord> {
+    if (caller.assignment && caller.assignment.run_id !== runId) throw assignmentRefused(caller, `run ${runId}`);
+    const rec = await this.store.getRun(runId);
+    if (!rec || (caller.tenant_id !== undefined && rec.tenant_id !== caller.tenant_id)) {
+      throw new FabricError("run_not_found", `no run ${runId}`, { details: { run_id: runId } });
+    }
+    return rec;
+  }
+
+  /**
+   * A NodeRun visible to the caller, or 404 node_run_not_found. With an assignment token only the bound NodeRun and
+   * its children are visible (403 for any other, found or not).
+   */
+  async getNodeRunRecord(nodeRunId: string, caller: Caller = {}): Promise<NodeRunRecord> {
+    const rec = await this.store.getNodeRun(nodeRunId);
+    if (caller.assignment) {
+      const bound = caller.assignment.node_run_id;
+      if (!rec || (rec.node_run_id !== bound && rec.parent_node_run_id !== bound)) throw assignmentRefused(caller, `node run ${nodeRunId}`);
+      return rec;
+    }
+    if (rec && caller.tenant_id !== undefined) {
+      const run = await this.store.getRun(rec.run_id);
+      if (!run || run.tenant_id !== caller.tenant_id) throw new FabricError("node_run_not_found", `no node run ${nodeRunId}`, { details: { node_run_id: nodeRunId } });
+    }
+    if (!rec) throw new FabricError("node_run_not_found", `no node run ${nodeRunId}`, { details: { node_run_id: nodeRunId } });
+    return rec;
+  }
+
+  // ---------------------------------------------------------------- constraints
+
+  /** The envelope in force for a NodeRun: stored on it when it was created, or rebuilt for records older than that. */
+  async envelopeOf(nr: NodeRunRecord, run: RunRecord, nodeType?: NodeType): Promise<ConstraintEnvelope> {
+    const stored = nr.node_run.extensions?.[CONSTRAINTS_KEY] as ConstraintEnvelope | undefined;
+    if (stored) return stored;
+    const type = nodeType ?? (await this.o.resolver.nodeType(nr.node_run.node_type_ref));
+    return mergeConstraints(run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined, type.constraints);
+  }
+
+  // ---------------------------------------------------------------- budgets
+
+  usageOf(run: RunRecord): RunUsage {
+    const u = run.run.extensions?.[USAGE_KEY] as Partial<RunUsage> | undefined;
+    const legacySteps = run.run.extensions?.["nodefabric.node_count"];
+    return {
+      steps: typeof u?.steps === "number" ? u.steps : typeof legacySteps === "number" ? legacySteps : 1,
+      external_calls: typeof u?.external_calls === "number" ? u.external_calls : 0,
+      cost: typeof u?.cost === "number" ? u.cost : 0,
+    };
+  }
+
+  /** Records new usage on the run (in `batch`). */
+  addUsage(batch: WriteBatch, run: RunRecord, add: Partial<RunUsage>): RunUsage {
+    const u = this.usageOf(run);
+    const next: RunUsage = { steps: u.steps + (add.steps ?? 0), external_calls: u.external_calls + (add.external_calls ?? 0), cost: u.cost + (add.cost ?? 0) };
+    const ext: Record<string, unknown> = { ...run.run.extensions, [USAGE_KEY]: next };
+    delete ext["nodefabric.node_count"];
+    run.run.extensions = ext;
+    if (!(batch.runs ??= []).includes(run)) batch.runs.push(run);
+    return next;
+  }
+
+  budgetsOf(run: RunRecord): Budgets {
+    return (run.run.extensions?.[BUDGETS_KEY] as Budgets | undefined) ?? {};
+  }
+
+  static budgetsKey = BUDGETS_KEY;
+  static usageKey = USAGE_KEY;
+
+  /** The failure of a run that passed one of its budgets. */
+  budgetError(budget: "max_steps" | "max_external_calls" | "max_cost", limit: number, wouldUse: number): FabricErrorBody {
+    const what = { max_steps: "node runs", max_external_calls: "external calls", max_cost: "cost" }[budget];
+    return errorBody("budget_exceeded", `the run passed its ${budget} of ${limit}: ${wouldUse} ${what}`, { retryable: false, details: { budget, limit, used: wouldUse } });
+  }
+
+  // ---------------------------------------------------------------- policy and approvals
+
+  /** Asks the PDP; a deny, or an unreachable PDP, comes back as the failure to record. */
+  async decide(req: PolicyDecisionRequest): Promise<{ decision?: PolicyDecision; record: Record<string, unknown>; error?: FabricErrorBody }> {
+    try {
+      const decision = await this.o.policy!.decide(req);
+      const record: Record<string, unknown> = { decision: decision.decision };
+      if (decision.reason_code) record.reason_code = decision.reason_code;
+      if (decision.message) record.message = decision.message;
+      if (decision.approval_ref) record.approval_ref = decision.approval_ref;
+      if (decision.decision === "deny") {
+        return { decision, record, error: errorBody("policy_denied", decision.message ?? `policy denied ${req.action}`, { details: { action: req.action, reason_code: decision.reason_code } }) };
+      }
+      return { decision, record };
+    } catch (err) {
+      const message = `the PDP could not be reached: ${(err as Error).message}`;
+      return { record: { decision: "deny", reason_code: "pdp_unavailable", message }, error: errorBody("pdp_unavailable", message, { retryable: true }) };
+    }
+  }
+
+  /** Whether a person already approved this checkpoint for the NodeRun. */
+  approvedAt(nr: NodeRunRecord, checkpoint: Checkpoint): boolean {
+    const ext = nr.node_run.extensions ?? {};
+    const approved = ext[APPROVED_KEY] as Record<string, string> | undefined;
+    if (approved?.[checkpoint]) return true;
+    // Records written before approvals covered every checkpoint knew only node.run.execute.
+    return checkpoint === "node.run.execute" && typeof ext["nodefabric.approved"] === "string";
+  }
+
+  /** Records that a person approved a checkpoint for the NodeRun. */
+  markApproved(nr: NodeRunRecord, checkpoint: Checkpoint, approvalId: string): void {
+    const ext = { ...nr.node_run.extensions };
+    ext[APPROVED_KEY] = { ...(ext[APPROVED_KEY] as Record<string, string> | undefined), [checkpoint]: approvalId };
+    nr.node_run.extensions = ext;
+  }
+
+  /**
+   * Parks a NodeRun until a person decides (into `batch`): it stays `queued` (or where it is), holds no lease and is
+   * not dispatched. The PDP may name the approval; a name already taken, or not a safe id, gets one of ours.
+   */
+  async park(batch: WriteBatch, nr: NodeRunRecord, decision: PolicyDecision, checkpoint: Checkpoint): Promise<void> {
+    let approvalId = decision.approval_ref?.approval_id;
+    const inBatch = (id: string) => (batch.approvals ?? []).some((a) => a.approval_id === id);
+    if (!approvalId || !APPROVAL_ID.test(approvalId) || inBatch(approvalId) || (await this.store.getApproval(approvalId))) approvalId = newId("apr");
+    const approval: ApprovalRecord = {
+      approval_id: approvalId,
+      run_id: nr.run_id,
+      node_run_id: nr.node_run_id,
+      state: "pending",
+      created_at: clock.now(),
+      resolved_at: null,
+      decision: { ...(decision as unknown as Record<string, unknown>), "nodefabric.checkpoint": checkpoint },
+    };
+    nr.approval_id = approvalId;
+    nr.lease_owner = null;
+    nr.lease_expires_at = null;
+    nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.approval_id": approvalId };
+    (batch.approvals ??= []).push(approval);
+    (batch.nodeRuns ??= []).push(nr);
+    const data: Record<string, unknown> = { approval_id: approvalId, action: checkpoint };
+    if (decision.reason_code) data.reason_code = decision.reason_code;
+    if (decision.message) data.message = decision.message;
+    (batch.events ??= []).push(event("approval_requested", nr.run_id, nr.node_run_id, data));
+  }
+
+  /** Closes the pending approvals of NodeRuns that end without a decision (into `batch`). */
+  private async closeApprovals(batch: WriteBatch, nrs: NodeRunRecord[]): Promise<void> {
+    for (const nr of nrs) {
+      if (!nr.approval_id) continue;
+      const approval = await this.store.getApproval(nr.approval_id);
+      if (approval && approval.state === "pending") (batch.approvals ??= []).push({ ...approval, state: "canceled", resolved_at: clock.now() });
+    }
+  }
+
+  // ---------------------------------------------------------------- endings
+
+  /**
+   * Moves a NodeRun to a terminal state inside `batch`; when it is the root, the run ends with it. A NodeRun that
+   * has already ended is left as it is. Mutates the records it is given.
+   */
+  finishNodeRun(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, state: "completed" | "failed" | "canceled", outputs?: Record<string, unknown>, error?: FabricErrorBody): void {
+    if (isTerminal(nr.state)) return;
+    const nowIso = clock.isoNow();
+    nr.state = state;
+    nr.node_run.state = state;
+    nr.node_run.ended_at = nowIso;
+    nr.lease_owner = null;
+    nr.lease_expires_at = null;
+    nr.approval_id = null;
+    // An ended composite needs neither its liveness nor its token age any more.
+    this.progress.delete(nr.node_run_id);
+    this.tokenMintedAt.delete(nr.node_run_id);
+    if (state === "completed") nr.node_run.outputs = outputs ?? {};
+    else delete nr.node_run.outputs;
+    if (error && state !== "completed") nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.error": error };
+    (batch.nodeRuns ??= []).push(nr);
+    // The outputs travel in the event, so a composite following its children needs no read per child.
+    const data: Record<string, unknown> = { state };
+    if (state === "completed") data.outputs = nr.node_run.outputs;
+    if (error && state !== "completed") data.error = error;
+    (batch.events ??= []).push(event("node_run_completed", nr.run_id, nr.node_run_id, data));
+    if (nr.parent_node_run_id) this.progress.set(nr.parent_node_run_id, clock.now());
+    if (nr.node_run_id === run.run.root_node_run_id) this.finishRun(batch, run, state, outputs, error);
+  }
+
+  /** Ends a run inside `batch` (a run that has already ended is left as it is). */
+  private finishRun(batch: WriteBatch, run: RunRecord, state: "completed" | "failed" | "canceled", outputs?: Record<string, unknown>, error?: FabricErrorBody): void {
+    if (isTerminal(run.state)) return;
+    run.state = state;
+    run.run.state = state;
+    run.run.ended_at = clock.isoNow();
+    const ext = { ...run.run.extensions };
+    if (state === "completed") ext["nodefabric.outputs"] = outputs ?? {};
+    else ext["nodefabric.error"] = error ?? errorBody(state === "canceled" ? "canceled" : "handler_error", `the run ${state}`);
+    run.run.extensions = ext;
+    if (!(batch.runs ??= []).includes(run)) batch.runs.push(run);
+    const data: Record<string, unknown> = { state };
+    if (state !== "completed") data.error = ext["nodefabric.error"];
+    (batch.events ??= []).push(event("run_completed", run.run_id, undefined, data));
+  }
+
+  /**
+   * Ends a run and every open NodeRun in it (cancel, budgets), into `batch`. NodeRuns already changed in `batch` are
+   * taken as they are there. Returns the NodeRuns that were in flight, for their executors to be told.
+   */
+  async endOpenRun(batch: WriteBatch, run: RunRecord, state: "canceled" | "failed", error: FabricErrorBody): Promise<NodeRunRecord[]> {
+    const pending = new Map((batch.nodeRuns ?? []).map((n) => [n.node_run_id, n]));
+    const stored = await this.store.listNodeRuns(run.run_id);
+    const storedIds = new Set(stored.map((n) => n.node_run_id));
+    const all = stored.map((n) => pending.get(n.node_run_id) ?? n);
+    for (const n of pending.values()) if (!storedIds.has(n.node_run_id)) all.push(n);
+    const open = all.filter((n) => !isTerminal(n.state)).sort((a, b) => b.depth - a.depth);
+    await this.closeApprovals(batch, open);
+    const inFlight: NodeRunRecord[] = [];
+    // Children first, so the run's last events are the root's end and run_completed.
+    for (const nr of open) {
+      if (nr.state === "running" && nr.node_run.executor_binding) inFlight.push(nr);
+      this.finishNodeRun(batch, run, nr, state, undefined, error);
+    }
+    this.finishRun(batch, run, state, undefined, error);
+    return inFlight;
+  }
+
+  /** Cancels every open descendant of a NodeRun that is ending, into `batch`; returns those that were in flight. */
+  async endDescendants(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord): Promise<NodeRunRecord[]> {
+    const all = await this.store.listNodeRuns(run.run_id);
+    const children = new Map<string, NodeRunRecord[]>();
+    for (const n of all) {
+      if (!n.parent_node_run_id) continue;
+      let list = children.get(n.parent_node_run_id);
+      if (!list) children.set(n.parent_node_run_id, (list = []));
+      list.push(n);
+    }
+    const open: NodeRunRecord[] = [];
+    const walk = (id: string) => {
+      for (const c of children.get(id) ?? []) {
+        if (!isTerminal(c.state)) open.push(c);
+        walk(c.node_run_id);
+      }
+    };
+    walk(nr.node_run_id);
+    await this.closeApprovals(batch, open);
+    const inFlight: NodeRunRecord[] = [];
+    for (const c of open.sort((a, b) => b.depth - a.depth)) {
+      if (c.state === "running" && c.node_run.executor_binding) inFlight.push(c);
+      this.finishNodeRun(batch, run, c, "canceled", undefined, errorBody("canceled", `its parent ${nr.node_run_id} ended`));
+    }
+    return inFlight;
+  }
+
+  /** Tells the executor of a NodeRun that was in flight that it ended; best effort. */
+  cancelAtExecutor(nr: NodeRunRecord): void {
+    const binding = nr.node_run.executor_binding;
+    if (!binding) return;
+    if (nr.node_run.kind === "composite") void this.o.executors.cancelComposite(binding.endpoint, nr.node_run_id);
+    else void this.o.executors.cancel(binding.endpoint, nr.node_run_id);
+  }
+}

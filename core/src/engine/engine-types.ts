@@ -1,0 +1,119 @@
+/**
+ * What the coordinator's engine is given and what its parts share: the ports it calls (PDP, executors, logger), its
+ * options, who is calling, and the small pure helpers every part builds events and errors with.
+ */
+import { createHash } from "node:crypto";
+import type {
+  AtomicExecuteRequest,
+  AtomicExecuteResult,
+  CandidateSet,
+  CompositeBeginRequest,
+  CompositeBeginResponse,
+  FabricErrorBody,
+  NodeType,
+  PolicyDecision,
+  PolicyDecisionRequest,
+  RunEvent,
+} from "@nodefabric/schemas";
+import { clock } from "../clock.js";
+import { canonicalJson } from "../canonical-json.js";
+import { FabricError } from "../http/errors.js";
+import { TERMINAL_STATES, type NewRunEvent, type NodeRunRecord, type RunRecord, type RunStore } from "../store/run-store.js";
+import type { NodeTypeResolver } from "./node-type-resolver.js";
+import type { AssignmentTokens } from "./assignment-tokens.js";
+
+/** Asks the PDP; throws when it cannot be reached. */
+export interface PolicyClient {
+  decide(request: PolicyDecisionRequest): Promise<PolicyDecision>;
+}
+
+/** Sends work to executors. */
+export interface ExecutorCaller {
+  /** Executes an atomic NodeRun; throws a FabricError for transport failures and non-2xx answers. */
+  execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult>;
+  /** Asks an atomic executor to cancel a NodeRun in flight; never throws. */
+  cancel(endpoint: string, nodeRunId: string): Promise<void>;
+  /** Hands a composite NodeRun to a composite executor; throws a FabricError for transport failures and non-2xx. */
+  begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse>;
+  /** Asks a composite executor to stop driving a NodeRun; never throws. */
+  cancelComposite(endpoint: string, nodeRunId: string): Promise<void>;
+}
+
+export interface Logger {
+  info(obj: unknown, msg?: string): void;
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+}
+
+export interface RunEngineOptions {
+  store: RunStore;
+  resolver: NodeTypeResolver;
+  executors: ExecutorCaller;
+  policy?: PolicyClient;
+  log: Logger;
+  /** Stable id of this coordinator; leases it held before a restart are reclaimed at start. */
+  instanceId: string;
+  /** Lease of a claim before the NodeRun is dispatched (ms). */
+  leaseMs?: number;
+  /** NodeRuns in flight at once from this coordinator. */
+  maxInFlight?: number;
+  /** How often recovery (deadlines, expired leases, backoff) runs (ms). */
+  tickMs?: number;
+  /** Stored candidate sets, to check bindings of children against them. */
+  selection?: { getCandidateSet(id: string): Promise<CandidateSet> };
+  /** Mints assignment tokens for composite NodeRuns. */
+  assignmentTokens?: AssignmentTokens;
+  /** A composite that makes no progress for this long gets its `:begin` sent again (ms, default leaseMs). */
+  compositeLeaseMs?: number;
+}
+
+/** Who is asking: stamped on runs and checked on reads. */
+export interface Caller {
+  /** A tenant sees only its runs; `null` (an anonymous caller) sees only runs without one; absent sees all. */
+  tenant_id?: string | null;
+  /** The authenticated subject and its issuer: stamped on the runs it starts, for the PDP. */
+  sub?: string;
+  iss?: string;
+  /** Set for a caller who presented a valid token. */
+  authenticated?: true;
+  /** An assignment token: the caller may act for this one composite NodeRun only. */
+  assignment?: { run_id: string; node_run_id: string };
+}
+
+/** The three policy checkpoints of the contract. */
+export type Checkpoint = "run.start" | "node.run.create" | "node.run.execute";
+
+/** A NodeRun ready to go to its executor, written as `running` already. */
+export interface DispatchPlan {
+  nr: NodeRunRecord;
+  nodeType: NodeType;
+  endpoint: string;
+  deadline: number;
+  run: RunRecord;
+}
+
+/** A stable hash of a JSON value (key order does not matter). */
+export function hashOf(value: unknown): string {
+  return createHash("sha256").update(canonicalJson(value)).digest("base64url");
+}
+
+export function isTerminal(state: string): boolean {
+  return TERMINAL_STATES.has(state);
+}
+
+export function errorBody(code: string, message: string, extra: Partial<FabricErrorBody> = {}): FabricErrorBody {
+  return { code, message, ...extra };
+}
+
+export function event(type: RunEvent["type"], runId: string, nodeRunId: string | undefined, data?: Record<string, unknown>): NewRunEvent {
+  const e: NewRunEvent = { run_id: runId, type, time: clock.isoNow() };
+  if (nodeRunId !== undefined) e.node_run_id = nodeRunId;
+  if (data !== undefined) e.data = data;
+  return e;
+}
+
+export function assignmentRefused(caller: Caller, what: string): FabricError {
+  return new FabricError("permission_denied", `this assignment token acts for node run ${caller.assignment!.node_run_id} only, not ${what}`, {
+    details: { node_run_id: caller.assignment!.node_run_id },
+  });
+}

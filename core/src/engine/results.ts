@@ -1,0 +1,222 @@
+/**
+ * Results: what executors answer and what composites report. Nothing an executor says is taken on trust: an
+ * AtomicExecuteResult is checked against the contract (its schema, the NodeRun it answers, an end state, outputs
+ * when completed) and its outputs against the node type's `output_schema` before a NodeRun completes with them.
+ * Reported cost counts against the run's `max_cost`.
+ */
+import type { ValidateFunction } from "ajv";
+import { validatorFor } from "@nodefabric/schemas";
+import type { AtomicExecuteResult, FabricErrorBody, NodeRunCompleteRequest, NodeRunEvaluationReportRequest } from "@nodefabric/schemas";
+import { FabricError } from "../http/errors.js";
+import { compileHandlerSchema, createHandlerAjv } from "../http/handler-schemas.js";
+import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
+import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
+import type { EngineCore } from "./engine-core.js";
+import type { Dispatcher, ExecutorAnswer } from "./dispatch.js";
+import { assignmentRefused, errorBody, event, isTerminal, type Caller } from "./engine-types.js";
+
+const isAtomicResult = validatorFor("atomic_execute_result");
+
+/** The result extension in which an executor reports what an execution cost. */
+export const COST_KEY = "nodefabric.cost";
+
+type Outcome = { state: "completed"; outputs: Record<string, unknown>; cost: number } | { state: "failed" | "canceled"; error: FabricErrorBody; cost: number };
+
+interface PendingAnswer extends ExecutorAnswer {
+  done: { resolve: () => void; reject: (err: unknown) => void };
+}
+
+export class Results {
+  private readonly pending = new Map<string, PendingAnswer[]>();
+  private readonly outputValidators = new Map<string, ValidateFunction>();
+
+  constructor(
+    private readonly core: EngineCore,
+    private readonly dispatcher: Dispatcher,
+  ) {}
+
+  /**
+   * Records an executor's answer. Answers for one run are grouped: whoever takes the run's lock applies every
+   * answer queued for that run so far, in one batch, so a composite with thousands of children does not commit
+   * them one lock turn (and one tick) at a time.
+   */
+  record(answer: ExecutorAnswer): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let queue = this.pending.get(answer.runId);
+      if (!queue) {
+        queue = [];
+        this.pending.set(answer.runId, queue);
+        void this.core.withLock(answer.runId, () => this.drain(answer.runId)).catch(() => undefined);
+      }
+      queue.push({ ...answer, done: { resolve, reject } });
+    });
+  }
+
+  private async drain(runId: string): Promise<void> {
+    const queue = this.pending.get(runId) ?? [];
+    this.pending.delete(runId);
+    const ended: NodeRunRecord[] = [];
+    try {
+      const run = await this.core.store.getRun(runId);
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+      if (run) for (const item of queue) await this.apply(batch, run, item, ended);
+      await this.core.write(batch);
+      for (const item of queue) item.done.resolve();
+    } catch (err) {
+      for (const item of queue) item.done.reject(err);
+    }
+    for (const n of ended) this.core.cancelAtExecutor(n);
+  }
+
+  private async apply(batch: WriteBatch, run: RunRecord, item: ExecutorAnswer, ended: NodeRunRecord[]): Promise<void> {
+    // An answer for a NodeRun that ended meanwhile (canceled, or its run failed a budget), or for a stale attempt,
+    // changes nothing.
+    if (isTerminal(run.state)) return;
+    const nr = await this.core.store.getNodeRun(item.nodeRunId);
+    if (!nr || isTerminal(nr.state) || nr.attempt !== item.attempt) return;
+    const outcome = await this.outcomeOf(nr, item);
+    const data: Record<string, unknown> = { state: outcome.state, attempt: item.attempt, duration_ms: item.durationMs };
+    if (outcome.state !== "completed") data.error = outcome.error;
+    if (outcome.cost > 0) data.cost = outcome.cost;
+    batch.events!.push(event("atomic_executed", nr.run_id, nr.node_run_id, data));
+
+    if (outcome.cost > 0) {
+      const usage = this.core.addUsage(batch, run, { cost: outcome.cost });
+      const limit = this.core.budgetsOf(run).max_cost;
+      if (limit !== undefined && usage.cost > limit) {
+        const error = this.core.budgetError("max_cost", limit, usage.cost);
+        this.core.finishNodeRun(batch, run, nr, "failed", undefined, error);
+        ended.push(...(await this.core.endOpenRun(batch, run, "failed", error)));
+        return;
+      }
+    }
+    if (outcome.state === "completed") this.core.finishNodeRun(batch, run, nr, "completed", outcome.outputs);
+    else if (outcome.state === "canceled") this.core.finishNodeRun(batch, run, nr, "canceled", undefined, outcome.error);
+    else if (outcome.error.retryable === true) this.dispatcher.scheduleRetry(batch, run, nr, item.nodeType, outcome.error);
+    else this.core.finishNodeRun(batch, run, nr, "failed", undefined, outcome.error);
+  }
+
+  /** What an answer means for its NodeRun, once checked. */
+  private async outcomeOf(nr: NodeRunRecord, item: ExecutorAnswer): Promise<Outcome> {
+    if (item.failure) return { state: "failed", error: item.failure, cost: 0 };
+    const raw = item.result as unknown;
+    const problems = this.protocolProblems(nr, raw);
+    if (problems.length > 0) {
+      return {
+        state: "failed",
+        cost: 0,
+        error: errorBody("executor_protocol_error", `the executor's answer for ${nr.node_run_id} is not a valid AtomicExecuteResult: ${problems[0].message}`, {
+          retryable: false,
+          details: { errors: problems },
+        }),
+      };
+    }
+    const result = raw as AtomicExecuteResult;
+    const cost = (result.extensions?.[COST_KEY] as number | undefined) ?? 0;
+    const state = (result.state as string) === "succeeded" ? "completed" : (result.state as "completed" | "failed" | "canceled");
+    if (state !== "completed") return { state, error: result.error as FabricErrorBody, cost };
+    const outputs = result.outputs as Record<string, unknown>;
+    const issues = await this.outputIssues(nr, outputs);
+    if (issues.length > 0) {
+      return {
+        state: "failed",
+        cost,
+        error: errorBody("invalid_outputs", `the outputs of ${nr.node_run.node_type_ref.node_type_id} do not match its output_schema`, { retryable: false, details: { errors: issues } }),
+      };
+    }
+    return { state, outputs, cost };
+  }
+
+  /** Why an executor's answer breaks the contract, if it does. */
+  private protocolProblems(nr: NodeRunRecord, raw: unknown): Array<{ path: string; message: string }> {
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return [{ path: "", message: "the answer is not a JSON object" }];
+    const r = raw as Record<string, unknown>;
+    // D1: a peer's `succeeded` is our `completed`.
+    const normalised = r.state === "succeeded" ? { ...r, state: "completed" } : r;
+    if (!isAtomicResult(normalised)) return dedupeIssues(issuesFromAjv(isAtomicResult.errors));
+    const problems: Array<{ path: string; message: string }> = [];
+    if (r.node_run_id !== nr.node_run_id) problems.push({ path: "/node_run_id", message: `it answers node run ${String(r.node_run_id)}, not ${nr.node_run_id}` });
+    const state = normalised.state as string;
+    if (!isTerminal(state)) problems.push({ path: "/state", message: `${state} is not an end state` });
+    if (state === "completed" && (r.outputs === null || typeof r.outputs !== "object" || Array.isArray(r.outputs))) {
+      problems.push({ path: "/outputs", message: "a completed result must carry outputs (D2)" });
+    }
+    if ((state === "failed" || state === "canceled") && (r.error === null || typeof r.error !== "object")) {
+      problems.push({ path: "/error", message: `a ${state} result must carry an error` });
+    }
+    const cost = (r.extensions as Record<string, unknown> | undefined)?.[COST_KEY];
+    if (cost !== undefined && (typeof cost !== "number" || !Number.isFinite(cost) || cost < 0)) {
+      problems.push({ path: `/extensions/${COST_KEY}`, message: "a reported cost must be a number of at least 0" });
+    }
+    return problems;
+  }
+
+  /** Validation issues of outputs against the NodeRun's output_schema (none when the type has no schema). */
+  private async outputIssues(nr: NodeRunRecord, outputs: Record<string, unknown>): Promise<Array<{ path: string; message: string }>> {
+    const ref = nr.node_run.node_type_ref;
+    const key = `${ref.node_type_id}@${ref.version}`;
+    let validate = this.outputValidators.get(key);
+    if (!validate) {
+      const nodeType = await this.core.o.resolver.nodeType(ref);
+      validate = compileHandlerSchema(createHandlerAjv(), nodeType.output_schema as Record<string, unknown> | undefined);
+      this.outputValidators.set(key, validate);
+    }
+    return validate(outputs) ? [] : dedupeIssues(issuesFromAjv(validate.errors));
+  }
+
+  // ---------------------------------------------------------------- node-run reports
+
+  /** POST /v1/node-runs/{id}:complete. */
+  async complete(nodeRunId: string, req: NodeRunCompleteRequest, caller: Caller = {}): Promise<void> {
+    // A composite completes itself; its children are completed by their own executors.
+    if (caller.assignment && caller.assignment.node_run_id !== nodeRunId) throw assignmentRefused(caller, `node run ${nodeRunId}`);
+    const found = await this.core.getNodeRunRecord(nodeRunId, caller);
+    const inFlight = await this.core.withLock(found.run_id, async () => {
+      const nr = (await this.core.store.getNodeRun(nodeRunId))!;
+      if (isTerminal(nr.state)) {
+        throw new FabricError("node_run_terminal", `node run ${nodeRunId} has already ended (${nr.state})`, { details: { node_run_id: nodeRunId, state: nr.state } });
+      }
+      const run = (await this.core.store.getRun(nr.run_id))!;
+      let state = (req.state as string) === "succeeded" ? "completed" : (req.state as "completed" | "failed" | "canceled");
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+      if (req.output_artifacts) nr.node_run.output_artifacts = req.output_artifacts;
+      let err = state === "completed" ? undefined : ((req.error as FabricErrorBody | undefined) ?? errorBody(state === "canceled" ? "canceled" : "handler_error", `the node run ${state}`));
+      if (state === "completed") {
+        // Outputs that break the node type's output_schema are never passed on.
+        const issues = await this.outputIssues(nr, req.outputs ?? {});
+        if (issues.length > 0) {
+          state = "failed";
+          err = errorBody("invalid_outputs", `the outputs of ${nr.node_run.node_type_ref.node_type_id} do not match its output_schema`, { retryable: false, details: { errors: issues } });
+        }
+      }
+      // Descendants end first, so the NodeRun's own end (and the run's) are the last events.
+      const inFlight = nr.node_run.kind === "composite" ? await this.core.endDescendants(batch, run, nr) : [];
+      this.core.finishNodeRun(batch, run, nr, state, state === "completed" ? (req.outputs ?? {}) : undefined, err);
+      await this.core.write(batch);
+      return inFlight;
+    });
+    for (const d of inFlight) this.core.cancelAtExecutor(d);
+  }
+
+  /**
+   * POST /v1/node-runs/{id}:evaluation. Composites evaluate children after they end, so an ended NodeRun takes the
+   * report; it records the evaluation only, and never changes the NodeRun's state, outputs or error.
+   */
+  async evaluation(nodeRunId: string, req: NodeRunEvaluationReportRequest, caller: Caller = {}): Promise<void> {
+    const found = await this.core.getNodeRunRecord(nodeRunId, caller);
+    await this.core.withLock(found.run_id, async () => {
+      const nr = (await this.core.store.getNodeRun(nodeRunId))!;
+      const run = (await this.core.store.getRun(nr.run_id))!;
+      if (isTerminal(run.state)) {
+        throw new FabricError("node_run_terminal", `run ${run.run_id} has ended`, { details: { run_id: run.run_id, state: run.state } });
+      }
+      nr.node_run.evaluation_result = req.evaluation_result;
+      const batch: WriteBatch = { nodeRuns: [nr], events: [event("node_evaluated", nr.run_id, nr.node_run_id, { evaluation_result: req.evaluation_result })] };
+      if (req.recovery_action) {
+        nr.node_run.recovery_actions = [...(nr.node_run.recovery_actions ?? []), req.recovery_action];
+        batch.events!.push(event("recovery_applied", nr.run_id, nr.node_run_id, { recovery_action: req.recovery_action }));
+      }
+      await this.core.write(batch);
+    });
+  }
+}

@@ -1,0 +1,244 @@
+/**
+ * The run lifecycle: starting a run (the `run.start` checkpoint, the envelope and budgets it runs under, the root's
+ * allow and deny lists), cancelling it, failing it when its wall time runs out, and the person's side of approvals.
+ */
+import type { NodeRun, Run, RunContext, RunStartRequest } from "@nodefabric/schemas";
+import { clock } from "../clock.js";
+import { newId } from "../ids.js";
+import { FabricError } from "../http/errors.js";
+import type { NewRunEvent, NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
+import { mergeConstraints } from "./constraints.js";
+import { CONSTRAINTS_KEY, EngineCore, type RunUsage } from "./engine-core.js";
+import type { Dispatcher, SendPlan } from "./dispatch.js";
+import { listRefusal } from "./children.js";
+import { errorBody, event, hashOf, isTerminal, type Caller, type Checkpoint } from "./engine-types.js";
+
+/** The caller's identity as it goes into a run's `run_context` (and so to the PDP as the principal). */
+function stampIdentity(runContext: RunContext, caller: Caller): void {
+  // An authenticated (or anonymous) caller's run carries the token's tenant and identity, never ones the request
+  // claims for itself.
+  if (!caller.authenticated && caller.tenant_id === undefined) return;
+  delete runContext.tenant_id;
+  delete runContext.actor;
+  delete runContext.identity;
+  if (typeof caller.tenant_id === "string") runContext.tenant_id = caller.tenant_id;
+  if (caller.sub !== undefined) {
+    runContext.actor = { type: "user", id: caller.sub };
+    const identity: Record<string, unknown> = { sub: caller.sub };
+    if (caller.iss !== undefined) identity.iss = caller.iss;
+    if (typeof caller.tenant_id === "string") identity.tenant_id = caller.tenant_id;
+    runContext.identity = identity;
+  }
+}
+
+export class RunLifecycle {
+  private recovering = false;
+
+  constructor(
+    private readonly core: EngineCore,
+    private readonly dispatcher: Dispatcher,
+  ) {}
+
+  /** POST /v1/runs: stores the Run and its root NodeRun durably, then answers. */
+  async start(req: RunStartRequest, caller: Caller = {}): Promise<Run> {
+    const core = this.core;
+    // Only a client-chosen run_id can be repeated, so only then is the request's hash worth its cost.
+    const requestHash = req.run_id ? hashOf({ req, tenant: caller.tenant_id ?? null }) : "";
+    const runId = req.run_id ?? newId("run");
+    const started = await core.withLock(runId, async () => {
+      if (req.run_id) {
+        const existing = await core.store.getRun(req.run_id);
+        if (existing) {
+          if (existing.request_hash === requestHash) return { run: existing.run };
+          // Another tenant's run id answers the same as any other conflict, without revealing the run.
+          throw new FabricError("run_already_exists", `run ${req.run_id} already exists with a different request`, { details: { run_id: req.run_id } });
+        }
+      }
+      const nodeType = await core.o.resolver.nodeType(req.root_node_type_ref);
+      const now = clock.now();
+      const nowIso = new Date(now).toISOString();
+      const envelope = mergeConstraints(req.constraints, nodeType.constraints);
+      const budgets = envelope.budgets;
+      const runContext: RunContext = { ...(req.run_context ?? {}) };
+      stampIdentity(runContext, caller);
+      const rootId = newId("nr");
+      const maxWall = budgets?.max_wall_time_ms;
+      const run: Run = { run_id: runId, state: "queued", root_node_run_id: rootId, started_at: nowIso };
+      if (Object.keys(runContext).length > 0) run.run_context = runContext;
+      const usage: RunUsage = { steps: 1, external_calls: 0, cost: 0 };
+      const runExt: Record<string, unknown> = { [EngineCore.usageKey]: usage };
+      if (req.constraints) runExt["nodefabric.constraints"] = req.constraints;
+      if (budgets && Object.keys(budgets).length > 0) runExt[EngineCore.budgetsKey] = budgets;
+      if (req.metadata) runExt["nodefabric.metadata"] = req.metadata;
+      run.extensions = runExt;
+      const rootExt: Record<string, unknown> = { "nodefabric.attempt": 1, "nodefabric.depth": 0 };
+      if (Object.keys(envelope).length > 0) rootExt[CONSTRAINTS_KEY] = envelope;
+      const nodeRun: NodeRun = {
+        node_run_id: rootId,
+        run_id: runId,
+        node_type_ref: { node_type_id: req.root_node_type_ref.node_type_id, version: req.root_node_type_ref.version },
+        state: "queued",
+        kind: nodeType.kind,
+        created_at: nowIso,
+        inputs: req.input,
+        extensions: rootExt,
+      };
+      const runRec: RunRecord = {
+        run_id: runId,
+        tenant_id: caller.tenant_id ?? null,
+        state: "queued",
+        run,
+        request_hash: requestHash,
+        deadline_at: typeof maxWall === "number" ? now + maxWall : null,
+        created_at: now,
+      };
+      const nrRec: NodeRunRecord = {
+        node_run_id: rootId,
+        run_id: runId,
+        parent_node_run_id: null,
+        state: "queued",
+        node_run: nodeRun,
+        attempt: 1,
+        available_at: now,
+        // The creator holds the lease from the start and dispatches at once, without a claim round trip;
+        // if it dies, the lease runs out (or is released at its restart) and a claim picks the NodeRun up.
+        lease_owner: core.o.instanceId,
+        lease_expires_at: now + core.leaseMs,
+        approval_id: null,
+        idempotency_key: null,
+        spec_hash: null,
+        depth: 0,
+        created_at: now,
+      };
+      const events: NewRunEvent[] = [
+        event("run_started", runId, undefined, { root_node_run_id: rootId, root_node_type_ref: nodeRun.node_type_ref }),
+        event("node_run_created", runId, rootId, { node_type_ref: nodeRun.node_type_ref, kind: nodeType.kind }),
+      ];
+      const batch: WriteBatch = { runs: [runRec], nodeRuns: [nrRec], events, approvals: [] };
+      const end = async () => {
+        await core.write(batch);
+        return { run: runRec.run };
+      };
+      // The run's allow and deny lists apply to its root as to any other node.
+      const refusal = listRefusal(envelope, nodeRun.node_type_ref.node_type_id);
+      if (refusal) {
+        core.finishNodeRun(batch, runRec, nrRec, "failed", undefined, errorBody(refusal.code, refusal.message, { retryable: false, details: { constraint: refusal.constraint, node_type_ref: nodeRun.node_type_ref } }));
+        return end();
+      }
+      if (budgets?.max_steps !== undefined && usage.steps > budgets.max_steps) {
+        core.finishNodeRun(batch, runRec, nrRec, "failed", undefined, core.budgetError("max_steps", budgets.max_steps, usage.steps));
+        return end();
+      }
+      if (core.o.policy) {
+        const decision = await core.decide({ action: "run.start", run_id: runId, node_type_ref: nodeRun.node_type_ref, run_context: runContext, constraints: envelope });
+        events.push(event("policy_decided", runId, undefined, { action: "run.start", ...decision.record }));
+        if (decision.error) {
+          core.finishNodeRun(batch, runRec, nrRec, "failed", undefined, decision.error);
+          return end();
+        }
+        if (decision.decision?.decision === "require_approval") {
+          // The run waits, queued, with nothing dispatched, until a person decides.
+          await core.park(batch, nrRec, decision.decision, "run.start");
+          return end();
+        }
+      }
+      // The root's first dispatch step is decided now and written with the run: one transaction instead of two.
+      const ended: NodeRunRecord[] = [];
+      const plan: SendPlan | undefined = core.stopped ? undefined : await this.dispatcher.plan(batch, runRec, nrRec, nodeType, ended);
+      await core.write(batch);
+      if (plan) this.dispatcher.send(plan);
+      else if (!isTerminal(nrRec.state) && nrRec.lease_owner && !nrRec.approval_id) this.dispatcher.sendClaimed(nrRec);
+      return { run: runRec.run };
+    });
+    return started.run;
+  }
+
+  /** POST /v1/runs/{id}:cancel: cancels the run and every open NodeRun; a run that has ended is returned unchanged. */
+  async cancel(runId: string, caller: Caller = {}): Promise<Run> {
+    const core = this.core;
+    await core.getRunRecord(runId, caller);
+    const { run, inFlight } = await core.withLock(runId, async () => {
+      const rec = (await core.store.getRun(runId))!;
+      if (isTerminal(rec.state)) return { run: rec.run, inFlight: [] as NodeRunRecord[] };
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+      const inFlight = await core.endOpenRun(batch, rec, "canceled", errorBody("canceled", "the run was canceled"));
+      await core.write(batch);
+      return { run: rec.run, inFlight };
+    });
+    for (const nr of inFlight) core.cancelAtExecutor(nr);
+    return run;
+  }
+
+  /** Fails runs past their deadline and wakes the dispatcher for backoffs and expired leases. */
+  async recover(): Promise<void> {
+    const core = this.core;
+    if (this.recovering || core.stopped) return;
+    this.recovering = true;
+    try {
+      const overdue = await core.store.listOverdueRuns(clock.now(), 100);
+      for (const r of overdue) {
+        const inFlight = await core.withLock(r.run_id, async () => {
+          const rec = await core.store.getRun(r.run_id);
+          if (!rec || isTerminal(rec.state)) return [];
+          const budget = rec.deadline_at! - Date.parse(rec.run.started_at ?? new Date(rec.created_at).toISOString());
+          const batch: WriteBatch = { runs: [], nodeRuns: [], events: [] };
+          const error = errorBody("budget_exceeded", `the run exceeded its max_wall_time_ms of ${budget} ms`, { retryable: false, details: { budget: "max_wall_time_ms", max_wall_time_ms: budget } });
+          const inFlight = await core.endOpenRun(batch, rec, "failed", error);
+          await core.write(batch);
+          return inFlight;
+        });
+        for (const nr of inFlight) core.cancelAtExecutor(nr);
+      }
+      core.wake();
+    } catch (err) {
+      core.o.log.error({ err }, "recovery pass failed");
+    } finally {
+      this.recovering = false;
+    }
+  }
+
+  /**
+   * POST /v1/approvals/{id}:approve|:reject. A decision counts only while its NodeRun still waits for it: once the
+   * NodeRun has ended (or the approval was closed), a different decision is refused with 409 and changes nothing,
+   * and repeating the decision already taken answers the same.
+   */
+  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}): Promise<void> {
+    const core = this.core;
+    const notFound = () => new FabricError("approval_not_found", `no approval ${approvalId}`, { details: { approval_id: approvalId } });
+    const approval = await core.store.getApproval(approvalId);
+    if (!approval) throw notFound();
+    const runCheck = await core.store.getRun(approval.run_id);
+    if (!runCheck || (caller.tenant_id !== undefined && runCheck.tenant_id !== caller.tenant_id)) throw notFound();
+    if (caller.assignment) throw new FabricError("permission_denied", "an assignment token cannot decide approvals", { details: { approval_id: approvalId } });
+    await core.withLock(approval.run_id, async () => {
+      const a = (await core.store.getApproval(approvalId))!;
+      const nr = await core.store.getNodeRun(a.node_run_id);
+      const refused = (why: string) =>
+        new FabricError("node_run_terminal", `approval ${approvalId} cannot be ${decision}: ${why}`, {
+          details: { approval_id: approvalId, approval_state: a.state, node_run_id: a.node_run_id, node_run_state: nr?.state },
+        });
+      if (a.state !== "pending") {
+        if (a.state === decision) return;
+        throw refused(a.state === "canceled" ? "its node run ended before anyone decided" : `it was already ${a.state}`);
+      }
+      if (!nr || isTerminal(nr.state) || nr.approval_id !== approvalId) throw refused(`its node run has already ended (${nr?.state ?? "gone"})`);
+      const run = (await core.store.getRun(a.run_id))!;
+      const checkpoint = ((a.decision["nodefabric.checkpoint"] as Checkpoint | undefined) ?? "node.run.execute") as Checkpoint;
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [], approvals: [{ ...a, state: decision, resolved_at: clock.now() }] };
+      batch.events!.push(event("approval_resolved", a.run_id, a.node_run_id, { approval_id: approvalId, action: checkpoint, decision, state: decision }));
+      if (decision === "approved") {
+        nr.approval_id = null;
+        core.markApproved(nr, checkpoint, approvalId);
+        nr.available_at = clock.now();
+        nr.lease_owner = null;
+        nr.lease_expires_at = null;
+        batch.nodeRuns!.push(nr);
+      } else {
+        core.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("approval_rejected", `approval ${approvalId} was rejected`, { retryable: false, details: { approval_id: approvalId, action: checkpoint } }));
+      }
+      await core.write(batch);
+    });
+    core.wake();
+  }
+}
+
