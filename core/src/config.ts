@@ -7,6 +7,8 @@ import path from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
 import { AUTH_MODES, type AuthMode } from "./http/auth-plugin.js";
+import { checkAllowHost, parseCidr } from "./services/atomic-executor/egress-policy.js";
+import { checkSecretHost, secretHostsFromEnv } from "./services/atomic-executor/handler-secrets.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -41,10 +43,27 @@ export interface FabricConfig {
     concurrency: number;
     default_timeout_ms: number;
     max_timeout_ms: number;
+    /** Where `http.request` may connect besides public addresses (nothing, by default). */
+    egress: EgressConfig;
+    /** The hosts each secret may be sent to by `http.request`; a secret with no entry is sent nowhere. */
+    secret_hosts: Record<string, string[]>;
   };
   auth: AuthConfig;
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
+}
+
+/**
+ * The atomic executor's egress policy for `http.request` (`ctx.egress`): loopback, private, link-local, metadata and
+ * other non-public addresses are refused at connect time unless allowed here. A node type can never widen it.
+ */
+export interface EgressConfig {
+  /** Allows loopback, private, link-local and CGNAT addresses (not cloud metadata ones). */
+  allow_private: boolean;
+  /** Addresses or CIDR ranges allowed whatever they are, such as "10.1.0.0/16" or "127.0.0.1/32". */
+  allow_cidrs: string[];
+  /** Host names (or "*.domain") whose addresses are not checked. */
+  allow_hosts: string[];
 }
 
 /** Authentication: how services verify callers (inbound) and obtain tokens of their own (outbound). */
@@ -121,6 +140,16 @@ export const CONFIG_SCHEMA = {
         concurrency: { type: "integer", minimum: 1, maximum: 100000 },
         default_timeout_ms: { type: "integer", minimum: 1 },
         max_timeout_ms: { type: "integer", minimum: 1 },
+        egress: {
+          type: "object",
+          additionalProperties: false,
+          properties: {
+            allow_private: { type: "boolean" },
+            allow_cidrs: { type: "array", items: { type: "string", minLength: 1 } },
+            allow_hosts: { type: "array", items: { type: "string", minLength: 1 } },
+          },
+        },
+        secret_hosts: { type: "object", additionalProperties: { type: "array", items: { type: "string", minLength: 1 } } },
       },
     },
     auth: {
@@ -170,7 +199,13 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   handlers: [],
   discover: [],
   policy_checks: true,
-  executor: { concurrency: 1024, default_timeout_ms: 30_000, max_timeout_ms: 300_000 },
+  executor: {
+    concurrency: 1024,
+    default_timeout_ms: 30_000,
+    max_timeout_ms: 300_000,
+    egress: { allow_private: false, allow_cidrs: [], allow_hosts: [] },
+    secret_hosts: {},
+  },
   auth: {
     mode: "disabled",
     clock_tolerance_s: 60,
@@ -182,7 +217,10 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   },
 };
 
-export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth">> & { executor?: Partial<FabricConfig["executor"]>; auth?: Partial<AuthConfig> };
+export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth">> & {
+  executor?: Partial<Omit<FabricConfig["executor"], "egress">> & { egress?: Partial<EgressConfig> };
+  auth?: Partial<AuthConfig>;
+};
 
 function envList(v: string | undefined): string[] | undefined {
   if (v === undefined || v.trim() === "") return undefined;
@@ -218,6 +256,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (Object.keys(services).length > 0) out.services = services;
   const conc = envInt(env, "FABRIC_EXECUTOR_CONCURRENCY");
   if (conc !== undefined) out.executor = { concurrency: conc as number };
+  egressFromEnv(env, out);
   const auth: Record<string, unknown> = {};
   for (const key of ["mode", "issuer", "jwks_url", "jwks_file", "oidc_discovery_url", "typ", "signing_key_file", "token_url", "client_id", "client_secret", "client_secret_file", "token_scope"] as const) {
     const v = env[`FABRIC_AUTH_${key.toUpperCase()}`];
@@ -248,6 +287,7 @@ function readConfigFile(file: string): PartialConfig {
 function mergeConfig(base: PartialConfig, over: PartialConfig): PartialConfig {
   const out: PartialConfig = { ...base, ...over };
   if (base.executor || over.executor) out.executor = { ...base.executor, ...over.executor };
+  mergeEgress(base, over, out);
   if (base.auth || over.auth) out.auth = { ...base.auth, ...over.auth };
   if (base.services || over.services) {
     const services: FabricConfig["services"] = { ...base.services };
@@ -309,7 +349,56 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
     throw new ConfigError("invalid configuration: executor.default_timeout_ms must not exceed executor.max_timeout_ms");
   }
   checkAuthConfig(config.auth);
+  checkEgressConfig(config.executor);
   return config;
+}
+
+// executor.egress and executor.secret_hosts: environment variables, merging and the checks a schema cannot make.
+
+/** FABRIC_EXECUTOR_EGRESS_ALLOW_PRIVATE, _ALLOW_CIDRS and _ALLOW_HOSTS, and FABRIC_EXECUTOR_SECRET_HOSTS_<NAME>. */
+function egressFromEnv(env: NodeJS.ProcessEnv, out: PartialConfig): void {
+  const egress: Partial<EgressConfig> = {};
+  const priv = env.FABRIC_EXECUTOR_EGRESS_ALLOW_PRIVATE;
+  if (priv) egress.allow_private = (priv === "true" ? true : priv === "false" ? false : priv) as boolean; // a non-boolean is kept so validation names it
+  const cidrs = envList(env.FABRIC_EXECUTOR_EGRESS_ALLOW_CIDRS);
+  if (cidrs) egress.allow_cidrs = cidrs;
+  const hosts = envList(env.FABRIC_EXECUTOR_EGRESS_ALLOW_HOSTS);
+  if (hosts) egress.allow_hosts = hosts;
+  const secretHosts = secretHostsFromEnv(env);
+  if (Object.keys(egress).length > 0) out.executor = { ...out.executor, egress };
+  if (Object.keys(secretHosts).length > 0) out.executor = { ...out.executor, secret_hosts: secretHosts };
+}
+
+/** Merges executor.egress option by option, and executor.secret_hosts secret by secret. */
+function mergeEgress(base: PartialConfig, over: PartialConfig, out: PartialConfig): void {
+  if (base.executor?.egress || over.executor?.egress) out.executor = { ...out.executor, egress: { ...base.executor?.egress, ...over.executor?.egress } };
+  if (base.executor?.secret_hosts || over.executor?.secret_hosts) {
+    out.executor = { ...out.executor, secret_hosts: { ...base.executor?.secret_hosts, ...over.executor?.secret_hosts } };
+  }
+}
+
+/** The CIDR ranges and host entries of executor.egress and executor.secret_hosts, each bad one named. */
+function checkEgressConfig(executor: FabricConfig["executor"]): void {
+  const problems: string[] = [];
+  const egress = executor.egress ?? {};
+  (egress.allow_cidrs ?? []).forEach((c, i) => {
+    try {
+      parseCidr(c);
+    } catch (err) {
+      problems.push(`executor.egress.allow_cidrs[${i}]: ${(err as Error).message}`);
+    }
+  });
+  (egress.allow_hosts ?? []).forEach((h, i) => {
+    const problem = checkAllowHost(h);
+    if (problem) problems.push(`executor.egress.allow_hosts[${i}]: ${problem}`);
+  });
+  for (const [name, hosts] of Object.entries(executor.secret_hosts ?? {})) {
+    hosts.forEach((h, i) => {
+      const problem = checkSecretHost(h);
+      if (problem) problems.push(`executor.secret_hosts.${name}[${i}]: ${problem}`);
+    });
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
 }
 
 /** The combinations of auth options that cannot work, each named. */

@@ -20,6 +20,7 @@ import { buildRunGateway } from "./services/run-gateway/index.js";
 import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
 import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
 import { secretsFromEnv } from "./services/atomic-executor/handler-secrets.js";
+import type { EgressOptions } from "./services/atomic-executor/egress-policy.js";
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 
 export interface RunningService {
@@ -49,6 +50,8 @@ export interface StartFabricOptions {
   definitions?: readonly FabricDefinition[];
   /** Where the atomic executor's `ctx.request` goes (an undici MockAgent in tests). */
   upstreamDispatcher?: Dispatcher;
+  /** Replaces the system resolver of the atomic executor's egress-checked connections (`http.request`; tests, custom DNS). */
+  egressLookup?: EgressOptions["lookup"];
 }
 
 /** The handlers an executor serves: the configured packages (or discovery), plus definitions handed over in memory. */
@@ -99,6 +102,13 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         defaultTimeoutMs: config.executor.default_timeout_ms,
         maxTimeoutMs: config.executor.max_timeout_ms,
         upstreamDispatcher: options.upstreamDispatcher,
+        egress: {
+          allowPrivate: config.executor.egress?.allow_private,
+          allowCidrs: config.executor.egress?.allow_cidrs,
+          allowHosts: config.executor.egress?.allow_hosts,
+          lookup: options.egressLookup,
+        },
+        secretHosts: config.executor.secret_hosts,
       });
     }
     case "composite-executor": {

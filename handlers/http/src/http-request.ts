@@ -11,9 +11,14 @@
  *   so a direct call is made only to hosts an operator listed in `allowed_hosts`; `http.request@1.0.0` itself lists
  *   none, so calling it directly is refused, and an operator who wants free-form calls publishes a node type
  *   implemented by it, with `allowed_hosts`.
+ *
+ * Every request goes through `ctx.egress`, which the executor's operator controls, never a node type: its `fetch`
+ * checks each address it connects to (loopback, private, link-local, metadata and other non-public addresses are
+ * refused unless the executor's `executor.egress` allows them), and a secret is handed out only for a host the
+ * operator bound it to (`executor.secret_hosts`). A node type's `allowed_hosts` only narrows that.
  */
 import { defineAtomic, HandlerError, type AtomicContext, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
-import { boundedExchange, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
+import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";
 
@@ -22,6 +27,25 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 const CONNECTION_HEADERS = new Set(["host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "proxy-authorization"]);
 
 type NodeTypeOfContext = AtomicContext["nodeType"];
+
+/** What the executor gives as `ctx.egress` (see @nodefabric/core's atomic executor). */
+interface Egress {
+  readonly fetch: typeof globalThis.fetch;
+  secretFor(name: string, url: URL): string | undefined;
+}
+
+/** `ctx.egress`; an executor without it cannot check egress, so nothing is sent. */
+function egressOf(ctx: AtomicContext): Egress {
+  const egress = (ctx as AtomicContext & { egress?: Egress }).egress;
+  if (!egress || typeof egress.fetch !== "function" || typeof egress.secretFor !== "function") {
+    throw new HandlerError(
+      "invalid_configuration",
+      "this executor gives handlers no ctx.egress (egress checks at connect time, secrets bound to hosts); @nodefabric/handler-http needs a newer @nodefabric/core",
+      { retryable: false },
+    );
+  }
+  return egress;
+}
 
 // One compiled configuration (or its error) per NodeType object: the executor hands the same object to every
 // execution of a node type, and a published version never changes.
@@ -86,7 +110,7 @@ function parseUrl(text: unknown): URL {
 }
 
 /** The request `config` describes for these inputs (URL, method, headers and body), not yet sent. */
-async function buildRequest(config: HttpConfig, inputs: Record<string, unknown>, ctx: AtomicContext): Promise<OutboundRequest> {
+async function buildRequest(config: HttpConfig, inputs: Record<string, unknown>, ctx: AtomicContext, egress: Egress): Promise<OutboundRequest> {
   let url: URL;
   let method: string;
   if (config.baseUrl) {
@@ -123,8 +147,21 @@ async function buildRequest(config: HttpConfig, inputs: Record<string, unknown>,
       if (!CONNECTION_HEADERS.has(lower)) headers[lower] = value;
     }
   }
+  // A URL outside allowed_hosts is refused as such, before any secret is asked for it.
+  checkEgress(url, config.allowedHosts);
   for (const s of config.secretHeaders) {
-    const secret = ctx.secrets.get(s.secret);
+    // Handed out only for a host the operator bound the secret to; the URL's host is final here, and a redirect to
+    // another origin drops these headers.
+    let secret: string | undefined;
+    try {
+      secret = egress.secretFor(s.secret, url);
+    } catch (err) {
+      if (!HandlerError.is(err)) throw err;
+      throw new HandlerError(err.code, `${nameOf(ctx.nodeType)}: ${HTTP_EXTENSION}.secret_headers.${s.header}: ${err.message}`, {
+        retryable: false,
+        details: { ...err.details, field: `${HTTP_EXTENSION}.secret_headers.${s.header}` },
+      });
+    }
     if (secret === undefined) {
       throw invalidConfiguration(ctx.nodeType, `secret_headers.${s.header}`, `names the secret ${s.secret}, which this executor does not have`, { secret: s.secret });
     }
@@ -196,11 +233,12 @@ async function handleHttpRequest(inputs: JsonObject, ctx: AtomicContext): Promis
     throw invalidConfiguration(ctx.nodeType, "base_url", `is missing; without it a URL from the inputs is called, and only on hosts listed in ${HTTP_EXTENSION}.allowed_hosts, which is missing too`);
   }
 
-  const request = await buildRequest(config, inputs, ctx);
+  const egress = egressOf(ctx);
+  const request = await buildRequest(config, inputs, ctx, egress);
   // Never past the execution's deadline: the executor stops waiting then, and a late answer is thrown away.
   const timeoutMs = Math.max(1, Math.min(config.timeoutMs, ctx.deadline - Date.now()));
   const answer = await boundedExchange(
-    ctx.fetch,
+    egress.fetch,
     request,
     { allowedHosts: config.allowedHosts, maxResponseBytes: config.maxResponseBytes, timeoutMs, followRedirects: config.followRedirects, maxRedirects: config.maxRedirects },
     ctx.signal,

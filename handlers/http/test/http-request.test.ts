@@ -174,6 +174,10 @@ describe("http.request through an atomic executor and a registry", () => {
       handlers: handlersFromDefinitions([httpRequest]),
       registryUrl,
       secrets: { WEATHER_API_KEY: "k-123" },
+      // The upstreams are loopback servers: the operator allows loopback, which egress refuses by default
+      // (see egress.test.ts), and binds the secret to the weather upstream.
+      egress: { allowCidrs: ["127.0.0.1/32"] },
+      secretHosts: { WEATHER_API_KEY: [weather.host] },
     });
     await executor.ready();
   });
@@ -426,6 +430,8 @@ describe("an HTTP-backed node type published at run time, run through the gatewa
         data_dir: mkdtempSync(path.join(os.tmpdir(), "nf-http-fabric-")),
         log_level: "silent",
         handlers: ["@nodefabric/handler-http", "@nodefabric/handler-demo"],
+        // The upstream is a loopback server: the operator allows loopback, which egress refuses by default.
+        executor: { egress: { allow_cidrs: ["127.0.0.1/32"] } },
       } as never,
     });
     fabric = await startFabric(config);

@@ -12,9 +12,12 @@ import { FabricError, invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
 import { canonicalJson } from "../../canonical-json.js";
-import type { HandlerSecrets } from "../../sdk/types.js";
+import type { AtomicContext, AtomicDefinition, HandlerSecrets } from "../../sdk/types.js";
 import { executeAtomic, Execution } from "./atomic-execution.js";
-import type { LoadedHandlers } from "./handler-loader.js";
+import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
+import { createEgressDispatcher, EgressPolicy, type EgressOptions } from "./egress-policy.js";
+import { createHandlerEgress, type HandlerEgress } from "./handler-fetch.js";
+import { SecretBindings } from "./handler-secrets.js";
 import { handlersCheck, logFailedLoads } from "./handlers-check.js";
 import { ResultCache } from "./result-cache.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
@@ -46,7 +49,17 @@ export interface AtomicExecutorOptions extends ServiceSecurityOptions {
   fetchTimeoutMs?: number;
   /** Where `ctx.request` sends upstream requests (default: a keep-alive undici Agent of this executor). */
   upstreamDispatcher?: Dispatcher;
+  /**
+   * What `ctx.egress.fetch` (and so `http.request`) may connect to besides public addresses: nothing by default
+   * (`executor.egress` in the configuration). `lookup` replaces the system resolver (tests, custom DNS).
+   */
+  egress?: EgressOptions;
+  /** The hosts each secret may be sent to through `ctx.egress.secretFor` (`executor.secret_hosts`); unbound: none. */
+  secretHosts?: Readonly<Record<string, readonly string[]>>;
 }
+
+/** The context of a handler run by this executor: `ctx.egress` is added to every atomic execution's context. */
+export type ExecutorAtomicContext = AtomicContext & { readonly egress: HandlerEgress };
 
 const MAX_IDEMPOTENCY_KEY_LENGTH = 512;
 /** How long a canceled node_run_id is remembered, so an execute that loses the race to its cancel does not run. */
@@ -106,6 +119,31 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   const upstreamDispatcher: Dispatcher = options.upstreamDispatcher ?? ownDispatcher!;
   const secretValues = { ...(options.secrets ?? {}) };
   const secrets: HandlerSecrets = { get: (name) => (Object.hasOwn(secretValues, name) ? secretValues[name] : undefined) };
+  // Egress-checked connections for ctx.egress (http.request): checked at connect time against the operator's policy.
+  const egressDispatcher = createEgressDispatcher(new EgressPolicy(options.egress));
+  const secretBindings = new SecretBindings(options.secretHosts);
+  // Each definition's handler, wrapped once to find ctx.egress on its context; keyed by the LoadedDefinition.
+  const withEgress = new WeakMap<LoadedDefinition, LoadedDefinition>();
+  const egressFor = (loaded: LoadedDefinition): LoadedDefinition => {
+    let wrapped = withEgress.get(loaded);
+    if (!wrapped) {
+      const definition = loaded.definition as AtomicDefinition<unknown, unknown>;
+      const handler = definition.handler;
+      wrapped = {
+        ...loaded,
+        definition: {
+          ...definition,
+          handler: (inputs, ctx) => {
+            const egress = createHandlerEgress(ctx.signal, fetchTimeoutMs, egressDispatcher, ctx.secrets, secretBindings);
+            if (!Object.hasOwn(ctx, "egress")) Object.defineProperty(ctx, "egress", { value: egress, enumerable: true });
+            return handler(inputs, ctx);
+          },
+        } as AtomicDefinition<unknown, unknown>,
+      };
+      withEgress.set(loaded, wrapped);
+    }
+    return wrapped;
+  };
   const cache = new ResultCache(options.resultCacheSize ?? 10_000, options.resultCacheTtlMs ?? 600_000);
   const running = new Map<string, Set<Execution>>();
   const canceled = new Map<string, number>();
@@ -162,7 +200,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     inFlight++;
     try {
       return await executeAtomic({
-        loaded,
+        loaded: egressFor(loaded),
         request,
         execution,
         attempt,
@@ -265,6 +303,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     await registration?.stop();
     await implemented?.close();
     await ownDispatcher?.close();
+    await egressDispatcher.close();
   });
 
   return app;
