@@ -3,7 +3,7 @@
  * JSON in and out, and non-2xx answers turned back into FabricErrors from their ErrorEnvelope.
  */
 import { Pool, type Dispatcher } from "undici";
-import { FabricError, type ErrorBody, type RequestErrorCode, ERROR_STATUS } from "../http/errors.js";
+import { FabricError, NOT_JSON, type ErrorBody, type RequestErrorCode, ERROR_STATUS } from "../http/errors.js";
 
 export interface HttpClientOptions {
   /** Connections kept to the base URL (default 64). */
@@ -87,7 +87,10 @@ export class HttpClient {
       try {
         parsed = JSON.parse(text);
       } catch {
-        throw new FabricError("upstream_unavailable", `${this.baseUrl} answered ${res.statusCode} with a body that is not JSON`, { retryable: true });
+        throw new FabricError("upstream_unavailable", `${this.baseUrl} answered ${res.statusCode} with a body that is not JSON`, {
+          retryable: true,
+          details: { status: res.statusCode, reason: NOT_JSON },
+        });
       }
     }
     return { status: res.statusCode, headers: res.headers, body: parsed as T };

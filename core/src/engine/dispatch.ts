@@ -6,13 +6,21 @@
  */
 import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, ConstraintEnvelope, FabricErrorBody, NodeType } from "@nodefabric/schemas";
 import { clock } from "../clock.js";
-import { FabricError } from "../http/errors.js";
+import { validatorFor } from "@nodefabric/schemas";
+import { FabricError, isNonJsonSuccess } from "../http/errors.js";
+import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
 import { backoffMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import type { EngineCore } from "./engine-core.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
 
 const LEASE_GRACE_MS = 10_000;
+const isBeginResponse = validatorFor("composite_begin_response");
+
+/** The failure of an executor that answered 2xx with something that is not what the contract says it sends. */
+function protocolError(message: string, details?: Record<string, unknown>): FabricErrorBody {
+  return errorBody("executor_protocol_error", message, { retryable: false, ...(details ? { details } : {}) });
+}
 
 /** An executor's answer (or the failure to get one), on its way to being recorded. */
 export interface ExecutorAnswer {
@@ -165,10 +173,14 @@ export class Dispatcher {
       }
     } catch (err) {
       const e = err as FabricError;
-      if (!FabricError.is(e) || e.code === "upstream_unavailable") this.core.o.resolver.markUnreachable?.(endpoint);
-      failure = FabricError.is(e)
+      if (isNonJsonSuccess(e)) {
+        failure = protocolError(`the executor at ${endpoint} answered with a body that is not JSON`);
+      } else {
+        if (!FabricError.is(e) || e.code === "upstream_unavailable") this.core.o.resolver.markUnreachable?.(endpoint);
+        failure = FabricError.is(e)
         ? errorBody(e.code === "unknown_node_type" ? "unknown_node_type" : "executor_unavailable", e.message, { retryable: e.code !== "unknown_node_type" })
         : errorBody("executor_unavailable", (err as Error).message, { retryable: true });
+      }
     }
     await this.onAnswer({ runId: nr.run_id, nodeRunId: nr.node_run_id, attempt: nr.attempt, nodeType, durationMs: clock.now() - started, result, failure });
   }
@@ -211,12 +223,18 @@ export class Dispatcher {
     const { nr, endpoint, run, nodeType } = plan;
     let failure: FabricErrorBody | undefined;
     try {
-      const res = await this.core.o.executors.begin(endpoint, await this.beginRequest(nr, run, nodeType));
-      if (res.accepted === true) return;
-      failure = errorBody("executor_unavailable", res.message ?? "the composite executor did not accept the NodeRun", { retryable: true });
+      const res: unknown = await this.core.o.executors.begin(endpoint, await this.beginRequest(nr, run, nodeType));
+      if (!isBeginResponse(res)) {
+        failure = protocolError(`the composite executor at ${endpoint} answered :begin with something that is not a CompositeBeginResponse`, {
+          errors: dedupeIssues(issuesFromAjv(isBeginResponse.errors)),
+        });
+      } else if (res.accepted) return;
+      else failure = errorBody("executor_unavailable", res.message ?? "the composite executor did not accept the NodeRun", { retryable: true });
     } catch (err) {
       const e = err as FabricError;
-      if (FabricError.is(e) && e.code === "unknown_node_type") {
+      if (isNonJsonSuccess(e)) {
+        failure = protocolError(`the composite executor at ${endpoint} answered :begin with a body that is not JSON`);
+      } else if (FabricError.is(e) && e.code === "unknown_node_type") {
         failure = errorBody("unknown_node_type", e.message, { retryable: false, details: e.details });
       } else {
         if (!FabricError.is(e) || e.code === "upstream_unavailable") this.core.o.resolver.markUnreachable?.(endpoint);

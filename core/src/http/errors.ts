@@ -128,3 +128,12 @@ export interface ValidationIssue {
 export function invalidRequest(message: string, errors: ValidationIssue[]): FabricError {
   return new FabricError("invalid_request", message, { details: { errors } });
 }
+
+/** `details.reason` of the error a client raises for an answer whose body is not JSON. */
+export const NOT_JSON = "body_not_json";
+
+/** Whether an error says a peer answered 2xx with a body that is not JSON: a broken peer, not a down one. */
+export function isNonJsonSuccess(err: unknown): boolean {
+  const d = FabricError.is(err) ? (err.details as { status?: number; reason?: string } | undefined) : undefined;
+  return d?.reason === NOT_JSON && typeof d.status === "number" && d.status >= 200 && d.status < 300;
+}
