@@ -307,15 +307,15 @@ export class EgressPolicy {
     if (!parsed) return new EgressDeniedError(host, address, "reserved", undefined, REMEDY_CIDR, `${address} is not an IP address`);
     // An IPv4-mapped address is an IPv4 address: allow-listed ranges are compared in that form.
     const ip: Ip = parsed.family === 6 && inRange(parsed, MAPPED_V6) ? { family: 4, bytes: parsed.bytes.slice(12) } : parsed;
-    const found = classify(ip);
+    const found = classify(parsed);
     if (!found) return undefined;
     if (this.cidrs.some((r) => inRange(ip, r) || inRange(parsed, r))) return undefined;
     if (this.allowPrivate && PRIVATE_CATEGORIES.has(found.category)) return undefined;
     const what = found.embedded
       ? `the ${found.embedded.form} form of ${found.embedded.address}, ${CATEGORY_TEXT[found.category]} (${found.range})`
       : `${CATEGORY_TEXT[found.category]} (${found.range})`;
-    const asked = stripBrackets(host) === address ? address : `${host} resolved to ${address}`;
-    return new EgressDeniedError(host, address, found.category, found.range, PRIVATE_CATEGORIES.has(found.category) ? REMEDY_PRIVATE : REMEDY_CIDR, `${asked}, ${what}`);
+    const reason = stripBrackets(host) === address ? `${address} is ${what}` : `${host} resolved to ${address}, ${what}`;
+    return new EgressDeniedError(host, address, found.category, found.range, PRIVATE_CATEGORIES.has(found.category) ? REMEDY_PRIVATE : REMEDY_CIDR, reason);
   }
 
   /** The refusal of a host name before it is resolved (cloud metadata names), or undefined. */
