@@ -122,7 +122,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   // Egress-checked connections for ctx.egress (http.request): checked at connect time against the operator's policy.
   const egressDispatcher = createEgressDispatcher(new EgressPolicy(options.egress));
   const secretBindings = new SecretBindings(options.secretHosts);
-  // Each definition's handler, wrapped once to find ctx.egress on its context; keyed by the LoadedDefinition.
+  // Each definition's handler, wrapped once so that its context carries ctx.egress (sdk/types.ts does not declare it yet).
   const withEgress = new WeakMap<LoadedDefinition, LoadedDefinition>();
   const egressFor = (loaded: LoadedDefinition): LoadedDefinition => {
     let wrapped = withEgress.get(loaded);
