@@ -16,6 +16,7 @@ export type {
   CompositeFn,
   DefinitionKind,
   FabricDefinition,
+  HandlerEgress,
   HandlerFn,
   HandlerLogger,
   HandlerSecrets,

@@ -46,6 +46,24 @@ export interface UpstreamResponse {
   json(): Promise<unknown>;
 }
 
+/**
+ * Outbound calls under the executor operator's egress policy: what a handler that lets a published node type choose
+ * its target (such as `http.request`) must use instead of `fetch` and `secrets`.
+ */
+export interface HandlerEgress {
+  /**
+   * `fetch` bound to the execution (as `ctx.fetch`) whose every connection, redirects included, goes through the
+   * egress policy. A refused connection rejects with a HandlerError `egress_denied` (not retryable) naming the host,
+   * the address and why.
+   */
+  readonly fetch: typeof globalThis.fetch;
+  /**
+   * The secret `name` for a request to `url`: undefined when the executor has no such secret; throws a HandlerError
+   * `egress_denied` (not retryable) when the operator did not bind it to `url`'s host, or bound it to none.
+   */
+  secretFor(name: string, url: URL): string | undefined;
+}
+
 /** What an atomic handler gets besides its inputs. */
 export interface AtomicContext {
   readonly run_id: string;
@@ -77,6 +95,8 @@ export interface AtomicContext {
    * counted whether the handler succeeds or fails, and a run whose total passes `max_cost` fails with `budget_exceeded`.
    */
   reportCost(amount: number): void;
+  /** Egress-checked `fetch` and host-bound secrets (`executor.egress`, `executor.secret_hosts`); see HandlerEgress. */
+  readonly egress: HandlerEgress;
 }
 
 /** An atomic handler: inputs in, outputs (a JSON object) out; throw `HandlerError` to fail with a code. */

@@ -9,7 +9,8 @@ import { clock } from "../../clock.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
 import { HandlerError } from "../../sdk/handler-error.js";
 import type { AtomicContext, AtomicDefinition, HandlerLogger, HandlerSecrets } from "../../sdk/types.js";
-import { createHandlerFetch, createHandlerRequest } from "./handler-fetch.js";
+import { createHandlerEgress, createHandlerFetch, createHandlerRequest } from "./handler-fetch.js";
+import type { SecretBindings } from "./handler-secrets.js";
 import type { Dispatcher } from "undici";
 import type { LoadedDefinition } from "./handler-loader.js";
 
@@ -48,6 +49,10 @@ export interface ExecuteOptions {
   fetchTimeoutMs: number;
   /** Where `ctx.request` sends upstream requests (a pooled Agent, or a MockAgent in tests). */
   upstreamDispatcher: Dispatcher;
+  /** Where `ctx.egress.fetch` connects: the pool that checks every address against the operator's egress policy. */
+  egressDispatcher: Dispatcher;
+  /** The hosts each secret may go to through `ctx.egress.secretFor`. */
+  secretBindings: SecretBindings;
   /** Told when a handler is left running past its deadline, and again when it finally settles. */
   onAbandoned?: (delta: 1 | -1) => void;
 }
@@ -167,6 +172,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   const logger = handlerLogger(options.log, request);
   let fetchFn: typeof globalThis.fetch | undefined;
   let requestFn: AtomicContext["request"] | undefined;
+  let egress: AtomicContext["egress"] | undefined;
   const ctx: AtomicContext = {
     run_id: request.run_id,
     node_run_id: request.node_run_id,
@@ -184,6 +190,9 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
       return (requestFn ??= createHandlerRequest(signal, options.fetchTimeoutMs, options.upstreamDispatcher));
     },
     secrets: options.secrets,
+    get egress() {
+      return (egress ??= createHandlerEgress(signal, options.fetchTimeoutMs, options.egressDispatcher, options.secrets, options.secretBindings));
+    },
     nodeType,
     reportCost(amount: number) {
       if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0) {

@@ -5,7 +5,9 @@
 import { fetch as undiciFetch, request as undiciRequest, type Dispatcher, type RequestInit as UndiciRequestInit } from "undici";
 import { SERVICE_VERSION } from "../../version.js";
 import { HandlerError } from "../../sdk/handler-error.js";
-import type { HandlerSecrets, UpstreamRequestOptions, UpstreamResponse } from "../../sdk/types.js";
+import type { HandlerEgress, HandlerSecrets, UpstreamRequestOptions, UpstreamResponse } from "../../sdk/types.js";
+
+export type { HandlerEgress };
 import { EgressDeniedError } from "./egress-policy.js";
 import type { SecretBindings } from "./handler-secrets.js";
 
@@ -45,24 +47,6 @@ export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dis
   };
 }
 
-/**
- * `ctx.egress`: upstream requests whose destination the executor's operator controls, for handlers that send requests
- * a published node type (data, not code) describes, such as `http.request`. Every connection `fetch` opens is checked
- * against the executor's egress policy when it connects, and a secret is handed out only for the hosts it is bound to.
- */
-export interface HandlerEgress {
-  /**
-   * `fetch` bound to the execution (as `ctx.fetch`) whose every connection, redirects included, goes through the
-   * egress policy. A refused connection rejects with a HandlerError `egress_denied` (not retryable) naming the host,
-   * the address and why.
-   */
-  readonly fetch: typeof globalThis.fetch;
-  /**
-   * The secret `name` for a request to `url`: undefined when the executor has no such secret; throws a HandlerError
-   * `egress_denied` (not retryable) when the operator did not bind it to `url`'s host, or bound it to none.
-   */
-  secretFor(name: string, url: URL): string | undefined;
-}
 
 /** Finds the EgressDeniedError in a failed fetch's cause chain. */
 function egressDenial(err: unknown): EgressDeniedError | undefined {

@@ -12,11 +12,10 @@ import { FabricError, invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
 import { canonicalJson } from "../../canonical-json.js";
-import type { AtomicContext, AtomicDefinition, HandlerSecrets } from "../../sdk/types.js";
+import type { HandlerSecrets } from "../../sdk/types.js";
 import { executeAtomic, Execution } from "./atomic-execution.js";
 import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
 import { createEgressDispatcher, EgressPolicy, type EgressOptions } from "./egress-policy.js";
-import { createHandlerEgress, type HandlerEgress } from "./handler-fetch.js";
 import { SecretBindings } from "./handler-secrets.js";
 import { handlersCheck, logFailedLoads } from "./handlers-check.js";
 import { ResultCache } from "./result-cache.js";
@@ -58,8 +57,6 @@ export interface AtomicExecutorOptions extends ServiceSecurityOptions {
   secretHosts?: Readonly<Record<string, readonly string[]>>;
 }
 
-/** The context of a handler run by this executor: `ctx.egress` is added to every atomic execution's context. */
-export type ExecutorAtomicContext = AtomicContext & { readonly egress: HandlerEgress };
 
 const MAX_IDEMPOTENCY_KEY_LENGTH = 512;
 /** How long a canceled node_run_id is remembered, so an execute that loses the race to its cancel does not run. */
@@ -122,28 +119,6 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   // Egress-checked connections for ctx.egress (http.request): checked at connect time against the operator's policy.
   const egressDispatcher = createEgressDispatcher(new EgressPolicy(options.egress));
   const secretBindings = new SecretBindings(options.secretHosts);
-  // Each definition's handler, wrapped once so that its context carries ctx.egress (sdk/types.ts does not declare it yet).
-  const withEgress = new WeakMap<LoadedDefinition, LoadedDefinition>();
-  const egressFor = (loaded: LoadedDefinition): LoadedDefinition => {
-    let wrapped = withEgress.get(loaded);
-    if (!wrapped) {
-      const definition = loaded.definition as AtomicDefinition<unknown, unknown>;
-      const handler = definition.handler;
-      wrapped = {
-        ...loaded,
-        definition: {
-          ...definition,
-          handler: (inputs, ctx) => {
-            const egress = createHandlerEgress(ctx.signal, fetchTimeoutMs, egressDispatcher, ctx.secrets, secretBindings);
-            if (!Object.hasOwn(ctx, "egress")) Object.defineProperty(ctx, "egress", { value: egress, enumerable: true });
-            return handler(inputs, ctx);
-          },
-        } as AtomicDefinition<unknown, unknown>,
-      };
-      withEgress.set(loaded, wrapped);
-    }
-    return wrapped;
-  };
   const cache = new ResultCache(options.resultCacheSize ?? 10_000, options.resultCacheTtlMs ?? 600_000);
   const running = new Map<string, Set<Execution>>();
   const canceled = new Map<string, number>();
@@ -167,7 +142,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     },
   ];
 
-  const app = createService({ name: "atomic-executor", logger: options.logger, health, auth: options.auth });
+  const app = createService({ name: "atomic-executor", logger: options.logger, health, auth: options.auth, limits: options.limits });
   logFailedLoads(app.log, handlers);
 
   if (options.registryUrl) {
@@ -200,7 +175,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     inFlight++;
     try {
       return await executeAtomic({
-        loaded: egressFor(loaded),
+        loaded,
         request,
         execution,
         attempt,
@@ -208,6 +183,8 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
         secrets,
         fetchTimeoutMs,
         upstreamDispatcher,
+        egressDispatcher,
+        secretBindings,
         onAbandoned: (delta) => {
           abandoned += delta;
         },
