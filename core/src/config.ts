@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
+import { DEFAULT_SERVICE_LIMITS, type ServiceLimits } from "./http/edge.js";
 import { AUTH_MODES, type AuthMode } from "./http/auth-plugin.js";
 import { checkAllowHost, parseCidr } from "./services/atomic-executor/egress-policy.js";
 import { checkSecretHost, secretHostsFromEnv } from "./services/atomic-executor/handler-secrets.js";
@@ -49,6 +50,8 @@ export interface FabricConfig {
     secret_hosts: Record<string, string[]>;
   };
   auth: AuthConfig;
+  /** The limits of every service's HTTP edge. */
+  limits: LimitsConfig;
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
 }
@@ -64,6 +67,50 @@ export interface EgressConfig {
   allow_cidrs: string[];
   /** Host names (or "*.domain") whose addresses are not checked. */
   allow_hosts: string[];
+}
+
+/**
+ * The limits every service's HTTP edge runs with (defaults: DEFAULT_SERVICE_LIMITS in http/edge.ts). Each is also a
+ * FABRIC_LIMITS_<NAME> environment variable, e.g. FABRIC_LIMITS_MAX_JSON_DEPTH.
+ */
+export interface LimitsConfig {
+  /** Deepest nesting of objects and arrays in a JSON request body (the top level counts as 1); deeper gets 400. */
+  max_json_depth: number;
+  /** Largest request body in bytes; larger gets 413. */
+  max_body_bytes: number;
+  /** Requests in flight per service past which it answers 503 with Retry-After (0: no bound); streams aside. */
+  max_in_flight: number;
+  /** Event streams and `Prefer: wait` long polls open per service past which new ones get 503 (0: no bound). */
+  max_streams: number;
+  /** Largest request head (request line and headers) in bytes; larger gets 431. */
+  max_header_bytes: number;
+  /** Time a client has to send its request head (ms); then 408 and the connection closes. */
+  headers_timeout_ms: number;
+  /** Time a client has to send its whole request (ms; 0: no bound); then 408 and the connection closes. */
+  request_timeout_ms: number;
+  /** How long an idle keep-alive connection stays open (ms). */
+  keep_alive_timeout_ms: number;
+}
+
+/** The option names of `limits`, each with its ServiceLimits field. */
+const LIMIT_FIELDS = {
+  max_json_depth: "maxJsonDepth",
+  max_body_bytes: "maxBodyBytes",
+  max_in_flight: "maxInFlight",
+  max_streams: "maxStreams",
+  max_header_bytes: "maxHeaderBytes",
+  headers_timeout_ms: "headersTimeoutMs",
+  request_timeout_ms: "requestTimeoutMs",
+  keep_alive_timeout_ms: "keepAliveTimeoutMs",
+} as const satisfies Record<keyof LimitsConfig, keyof ServiceLimits>;
+
+/** The `limits` configuration as the services take it. */
+export function serviceLimits(limits: LimitsConfig): ServiceLimits {
+  const out: ServiceLimits = {};
+  for (const [option, field] of Object.entries(LIMIT_FIELDS) as Array<[keyof LimitsConfig, keyof ServiceLimits]>) {
+    if (limits?.[option] !== undefined) out[field] = limits[option];
+  }
+  return out;
 }
 
 /** Authentication: how services verify callers (inbound) and obtain tokens of their own (outbound). */
@@ -178,6 +225,20 @@ export const CONFIG_SCHEMA = {
         assignment_secret_file: { type: "string", minLength: 1 },
       },
     },
+    limits: {
+      type: "object",
+      additionalProperties: false,
+      properties: {
+        max_json_depth: { type: "integer", minimum: 1, maximum: 100000 },
+        max_body_bytes: { type: "integer", minimum: 1 },
+        max_in_flight: { type: "integer", minimum: 0 },
+        max_streams: { type: "integer", minimum: 0 },
+        max_header_bytes: { type: "integer", minimum: 1024 },
+        headers_timeout_ms: { type: "integer", minimum: 1 },
+        request_timeout_ms: { type: "integer", minimum: 0 },
+        keep_alive_timeout_ms: { type: "integer", minimum: 1 },
+      },
+    },
     base_dir: { type: "string" },
   },
 } as const;
@@ -215,9 +276,20 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
     audience_parameter: "audience",
     assignment_ttl_s: 900,
   },
+  limits: {
+    max_json_depth: DEFAULT_SERVICE_LIMITS.maxJsonDepth,
+    max_body_bytes: DEFAULT_SERVICE_LIMITS.maxBodyBytes,
+    max_in_flight: DEFAULT_SERVICE_LIMITS.maxInFlight,
+    max_streams: DEFAULT_SERVICE_LIMITS.maxStreams,
+    max_header_bytes: DEFAULT_SERVICE_LIMITS.maxHeaderBytes,
+    headers_timeout_ms: DEFAULT_SERVICE_LIMITS.headersTimeoutMs,
+    request_timeout_ms: DEFAULT_SERVICE_LIMITS.requestTimeoutMs,
+    keep_alive_timeout_ms: DEFAULT_SERVICE_LIMITS.keepAliveTimeoutMs,
+  },
 };
 
-export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth">> & {
+export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth" | "limits">> & {
+  limits?: Partial<LimitsConfig>;
   executor?: Partial<Omit<FabricConfig["executor"], "egress">> & { egress?: Partial<EgressConfig> };
   auth?: Partial<AuthConfig>;
 };
@@ -265,6 +337,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   const algorithms = envList(env.FABRIC_AUTH_ALGORITHMS);
   if (algorithms) auth.algorithms = algorithms;
   if (Object.keys(auth).length > 0) out.auth = auth as Partial<AuthConfig>;
+  const limits: Record<string, unknown> = {};
+  for (const option of Object.keys(LIMIT_FIELDS)) {
+    const v = envInt(env, `FABRIC_LIMITS_${option.toUpperCase()}`);
+    if (v !== undefined) limits[option] = v;
+  }
+  if (Object.keys(limits).length > 0) out.limits = limits as Partial<LimitsConfig>;
   return out;
 }
 
@@ -289,6 +367,7 @@ function mergeConfig(base: PartialConfig, over: PartialConfig): PartialConfig {
   if (base.executor || over.executor) out.executor = { ...base.executor, ...over.executor };
   mergeEgress(base, over, out);
   if (base.auth || over.auth) out.auth = { ...base.auth, ...over.auth };
+  if (base.limits || over.limits) out.limits = { ...base.limits, ...over.limits };
   if (base.services || over.services) {
     const services: FabricConfig["services"] = { ...base.services };
     for (const [k, v] of Object.entries(over.services ?? {})) services[k as ServiceName] = { ...services[k as ServiceName], ...v };
@@ -349,6 +428,10 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
     throw new ConfigError("invalid configuration: executor.default_timeout_ms must not exceed executor.max_timeout_ms");
   }
   checkAuthConfig(config.auth);
+  const { headers_timeout_ms: headers, request_timeout_ms: whole } = config.limits;
+  if (whole > 0 && headers > whole) {
+    throw new ConfigError("invalid configuration: limits.headers_timeout_ms must not exceed limits.request_timeout_ms (the head is part of the request)");
+  }
   checkEgressConfig(config.executor);
   return config;
 }

@@ -2,11 +2,11 @@
  * Starts NodeFabric services from a configuration: all seven in one process (`fabric dev`),
  * or one per process (`fabric start <service>`), wired to each other over HTTP.
  */
-import { mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
-import { type FabricConfig, servicePort, serviceUrl } from "./config.js";
+import { type FabricConfig, serviceLimits, servicePort, serviceUrl } from "./config.js";
 import { buildNodeRegistry } from "./services/node-registry/index.js";
 import { buildSelection } from "./services/selection/index.js";
 import { buildPdp } from "./services/pdp/index.js";
@@ -41,6 +41,25 @@ function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<st
   return { level: config.log_level, base: { service: name } };
 }
 
+/** Files that make a folder a NodeFabric data folder. */
+const DATA_FILES = ["run-coordinator.db", "node-registry.db", "selection.db", "assignment-secret"];
+
+/**
+ * Creates the data folder readable by its owner only (0700): it holds the databases and the assignment secret. An
+ * existing one is tightened the same way when it is ours: owned by this user and already holding fabric data (one
+ * made by an older version); any other existing folder is left as the operator made it.
+ */
+function makeDataDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    const st = statSync(dir);
+    const ours = typeof process.getuid !== "function" || st.uid === process.getuid();
+    if (ours && (st.mode & 0o077) !== 0 && DATA_FILES.some((f) => existsSync(path.join(dir, f)))) chmodSync(dir, 0o700);
+  } catch {
+    // a file system without modes
+  }
+}
+
 /** Services of this process already listening, by name and base URL: in-process calls go to them directly. */
 export type LocalServices = Array<{ name: ServiceName; url: string; app: FastifyInstance }>;
 
@@ -73,13 +92,14 @@ async function handlersFor(config: FabricConfig, definitions: readonly FabricDef
 export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config), options: StartFabricOptions = {}): Promise<FastifyInstance> {
   const dataDir = path.resolve(config.base_dir, config.data_dir);
   const logger = loggerFor(config, name);
-  const secured = security.forService(name);
+  // Every service gets the configured limits of its HTTP edge (timeouts, body and header sizes, JSON depth, load).
+  const secured = { ...security.forService(name), limits: serviceLimits(config.limits) };
   switch (name) {
     case "node-registry":
-      mkdirSync(dataDir, { recursive: true });
+      makeDataDir(dataDir);
       return buildNodeRegistry({ ...secured, logger, dbPath: path.join(dataDir, "node-registry.db") });
     case "selection":
-      mkdirSync(dataDir, { recursive: true });
+      makeDataDir(dataDir);
       return buildSelection({ ...secured, logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry") });
     case "pdp":
       return buildPdp({
@@ -124,7 +144,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
       });
     }
     case "run-coordinator":
-      mkdirSync(dataDir, { recursive: true });
+      makeDataDir(dataDir);
     {
       const executors = new Map<string, AtomicExecutorApi>();
       for (const s of local) {

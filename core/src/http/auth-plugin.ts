@@ -9,6 +9,7 @@ import { FabricError } from "./errors.js";
 import { PUBLIC_ROUTES, ROUTE_ACCESS, audienceOf, contractPath, grants, type RouteAccess } from "./auth-scopes.js";
 import { unauthenticated, type TokenVerifier } from "./token-verifier.js";
 import type { ServiceName } from "./service.js";
+import type { ServiceLimits } from "./edge.js";
 import type { ServiceTokens } from "../clients/service-tokens.js";
 
 export const AUTH_MODES = ["required", "optional", "disabled"] as const;
@@ -210,4 +211,6 @@ export interface ServiceSecurityOptions {
   auth?: InboundAuthOptions;
   /** This service's tokens for the services it calls (none: calls carry no token). */
   tokens?: ServiceTokens;
+  /** The limits of its HTTP edge (each left out has its default). */
+  limits?: ServiceLimits;
 }

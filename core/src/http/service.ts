@@ -1,11 +1,13 @@
 /**
  * What every NodeFabric service shares: a fastify instance with the v1 error envelope on every non-2xx,
- * Ajv2020 validation, strict JSON bodies, 405 detection, load shedding, and GET /v1/health and /v1/version.
+ * Ajv2020 validation, strict JSON bodies, 405 detection, limits and load shedding by default (see edge.ts), and
+ * GET /v1/health and /v1/version.
  */
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
 import { FabricError, errorEnvelope, type ErrorBody } from "./errors.js";
-import { dedupeIssues, issuesFromAjv, validatorCompiler } from "./validation.js";
+import { dedupeIssues, exceedsJsonDepth, issuesFromAjv, validatorCompiler } from "./validation.js";
+import { isLoopbackHostHeader, lingerOnClose, onClientError, resolveLimits, withoutFilePaths, type ServiceLimits } from "./edge.js";
 import { SERVICE_VERSION } from "../version.js";
 import { clock } from "../clock.js";
 import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
@@ -35,10 +37,12 @@ export interface ServiceOptions {
   name: ServiceName;
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
-  /** Largest accepted body in bytes (default 1 MiB). */
+  /** Largest accepted body in bytes (over `limits.maxBodyBytes`). */
   bodyLimit?: number;
-  /** Requests in flight past which the service sheds load with 503 + Retry-After (0 = no limit). */
+  /** Requests in flight past which the service sheds load with 503 + Retry-After, 0 = no limit (over `limits.maxInFlight`). */
   maxInFlight?: number;
+  /** The limits of its HTTP edge; each one left out has its default (DEFAULT_SERVICE_LIMITS). */
+  limits?: ServiceLimits;
   /** Contributes the `checks` of GET /v1/health. */
   health?: () => HealthCheck[] | Promise<HealthCheck[]>;
   /** How callers are authenticated (default: disabled). */
@@ -74,6 +78,10 @@ export function toErrorResponse(err: unknown): { status: number; headers: Record
     return { status: 400, headers: {}, body: errorEnvelope("invalid_request", `the ${where} is invalid`, { errors: issues }) };
   }
   switch (e.code) {
+    case "FST_ERR_BAD_URL":
+      return { status: 400, headers: {}, body: errorEnvelope("invalid_request", "the request path is not valid percent-encoded UTF-8", { errors: [{ path: "/", location: "url", message: "is not valid percent-encoded UTF-8" }] }) };
+    case "FST_ERR_MAX_PARAM_LENGTH":
+      return { status: 400, headers: {}, body: errorEnvelope("invalid_request", `an id in the request path is longer than ${MAX_PARAM_LENGTH} characters`, { errors: [{ path: "/", location: "params", message: `is longer than ${MAX_PARAM_LENGTH} characters` }] }) };
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return { status: 413, headers: {}, body: errorEnvelope("payload_too_large", "the request body is larger than this service accepts") };
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
@@ -99,33 +107,135 @@ export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   return reply.code(status).headers(headers).type("application/json; charset=utf-8").send(body);
 }
 
+/** Longest path parameter the router matches; ids are at most 128 characters, so a longer one is refused (400). */
+const MAX_PARAM_LENGTH = 512;
+
+/** Event streams and long polls: held open for as long as the run takes, so bounded apart from other requests. */
+function isLongLived(req: FastifyRequest): boolean {
+  if (req.method === "GET") {
+    const q = req.url.indexOf("?");
+    return (q < 0 ? req.url : req.url.slice(0, q)).endsWith("/events");
+  }
+  const prefer = req.headers.prefer;
+  return prefer !== undefined && /(^|[\s,])wait\s*=/i.test(Array.isArray(prefer) ? prefer.join(",") : prefer);
+}
+
 /** Creates a service's fastify instance with the shared v1 behaviour; the caller registers its routes. */
 export function createService(options: ServiceOptions): FastifyInstance {
+  const limits = resolveLimits(options.limits);
+  const auth = options.auth ?? { mode: "disabled" as const };
   const app = Fastify({
     logger: options.logger ?? false,
-    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    bodyLimit: options.bodyLimit ?? limits.maxBodyBytes,
     return503OnClosing: false,
     forceCloseConnections: true,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     requestIdHeader: "x-request-id",
     logController: new LogController({ disableRequestLogging: true }),
+    // Timeouts: a client gets headersTimeoutMs to send its head and requestTimeoutMs for the whole request; an idle
+    // keep-alive connection is closed after keepAliveTimeoutMs. Answers already being sent (streams) are not bounded.
+    keepAliveTimeout: Math.max(1, limits.keepAliveTimeoutMs),
+    requestTimeout: limits.requestTimeoutMs,
+    http: {
+      headersTimeout: limits.requestTimeoutMs > 0 ? Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) : limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      maxHeaderSize: limits.maxHeaderBytes,
+      // How often node looks for connections past those timeouts.
+      connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs || Infinity) / 4))),
+    },
+    // What node refuses before fastify sees it (431, 408, malformed HTTP), and bad paths, answered with an envelope.
+    clientErrorHandler: onClientError,
+    frameworkErrors: (err, req, reply) => {
+      lingerOnClose(req.raw.socket);
+      return sendError(reply.header("connection", "close"), err);
+    },
   });
   app.setValidatorCompiler(validatorCompiler);
-  installAuth(app, { ...(options.auth ?? { mode: "disabled" }), service: options.name });
+
+  let closing = false;
+  let inFlight = 0;
+  let streams = 0;
+  const maxInFlight = options.maxInFlight ?? limits.maxInFlight;
+  const maxStreams = limits.maxStreams;
+  app.addHook("onClose", async () => {
+    closing = true;
+  });
+  // First of all hooks: refusing costs less than anything a request would do before it.
+  app.addHook("onRequest", async (req, reply) => {
+    if (closing) {
+      reply.header("connection", "close");
+      throw new FabricError("unavailable", "the service is shutting down", { headers: { "retry-after": "1" }, retryable: true });
+    }
+    // Without authentication a service is for this machine only: refuse requests addressed to another name.
+    if (auth.mode === "disabled") {
+      const host = req.headers.host;
+      if (host !== undefined && !isLoopbackHostHeader(host)) {
+        throw new FabricError(
+          "permission_denied",
+          `this service runs without authentication and answers only requests addressed to a loopback name (localhost, *.localhost, 127.0.0.1, [::1]), not to ${JSON.stringify(host.slice(0, 100))}`,
+        );
+      }
+    }
+    if (req.url.startsWith("/v1/health") || req.url.startsWith("/v1/version")) return;
+    const longLived = isLongLived(req);
+    if (longLived ? maxStreams <= 0 : maxInFlight <= 0) return;
+    if (longLived) {
+      if (streams >= maxStreams) {
+        throw new FabricError("unavailable", "the service has as many event streams and long polls open as it allows; retry later", { headers: { "retry-after": "1" }, retryable: true });
+      }
+      streams++;
+    } else {
+      if (inFlight >= maxInFlight) {
+        throw new FabricError("unavailable", "the service is overloaded; retry later", { headers: { "retry-after": "1" }, retryable: true });
+      }
+      inFlight++;
+    }
+    let counted = true;
+    const release = () => {
+      if (!counted) return;
+      counted = false;
+      if (longLived) streams--;
+      else inFlight--;
+    };
+    reply.raw.once("finish", release);
+    reply.raw.once("close", release);
+  });
+  // An error answered before the whole request arrived closes the connection, reading what is still on the way
+  // meanwhile, so a client still sending its body reads the answer (a 413 above all) instead of a reset.
+  app.addHook("onSend", async (req, reply) => {
+    if (reply.statusCode >= 400 && !req.raw.complete) {
+      reply.header("connection", "close");
+      lingerOnClose(req.raw.socket);
+    }
+  });
+
+  installAuth(app, { ...auth, service: options.name });
 
   // Strict JSON only. An empty body with a JSON content type counts as no body, so `:cancel` works from curl.
   app.removeAllContentTypeParsers();
   const parseJson = app.getDefaultJsonParser("error", "error");
+  const maxDepth = limits.maxJsonDepth;
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    if (body === "" || (typeof body === "string" && body.trim() === "")) {
+    const text = body as string;
+    if (text === "" || text.trim() === "") {
       done(null, undefined);
       return;
     }
-    parseJson(req, body as string, done);
+    // Checked before parsing: nothing recursive may meet a body nested deeper than the limit.
+    if (maxDepth > 0 && exceedsJsonDepth(text, maxDepth)) {
+      done(
+        new FabricError("invalid_request", `the request body nests objects and arrays deeper than ${maxDepth} levels`, {
+          details: { errors: [{ path: "/", location: "body", message: `nests objects and arrays deeper than ${maxDepth} levels` }], max_depth: maxDepth },
+        }),
+        undefined,
+      );
+      return;
+    }
+    parseJson(req, text, done);
   });
 
   // A second router over the same routes tells "wrong method" (405) from "no such path" (404).
-  const shadow = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 512 });
+  const shadow = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH });
   app.addHook("onRoute", (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const m of methods) {
@@ -137,37 +247,6 @@ export function createService(options: ServiceOptions): FastifyInstance {
       }
     }
   });
-
-  let closing = false;
-  let inFlight = 0;
-  const maxInFlight = options.maxInFlight ?? 0;
-  app.addHook("onClose", async () => {
-    closing = true;
-  });
-  app.addHook("onRequest", async (req, reply) => {
-    if (closing) {
-      reply.header("connection", "close");
-      throw new FabricError("unavailable", "the service is shutting down", { headers: { "retry-after": "1" }, retryable: true });
-    }
-    if (maxInFlight > 0 && !req.url.startsWith("/v1/health") && !req.url.startsWith("/v1/version")) {
-      if (inFlight >= maxInFlight) {
-        throw new FabricError("unavailable", "the service is overloaded; retry later", { headers: { "retry-after": "1" }, retryable: true });
-      }
-      inFlight++;
-      (req as FastifyRequest & { counted?: boolean }).counted = true;
-    }
-  });
-  if (maxInFlight > 0) {
-    const release = async (req: FastifyRequest) => {
-      const r = req as FastifyRequest & { counted?: boolean };
-      if (r.counted) {
-        r.counted = false;
-        inFlight--;
-      }
-    };
-    app.addHook("onResponse", release);
-    app.addHook("onRequestAbort", release);
-  }
 
   app.setErrorHandler((err, req, reply) => {
     const res = toErrorResponse(err);
@@ -187,11 +266,11 @@ export function createService(options: ServiceOptions): FastifyInstance {
     return sendError(reply, new FabricError("route_not_found", `no route ${req.method} ${path}`));
   });
 
-  const auth = options.auth ?? { mode: "disabled" as const };
   // How callers are checked, so a service running without authentication is never a surprise.
-  const authInfo = { mode: auth.mode, audience: audienceOf(options.name), ...(auth.verifier ? { keys: auth.verifier.describeKeys() } : {}) };
+  const authInfo = withoutFilePaths({ mode: auth.mode, audience: audienceOf(options.name), ...(auth.verifier ? { keys: auth.verifier.describeKeys() } : {}) });
   app.get("/v1/health", async (_req, reply) => {
-    const checks = options.health ? await options.health() : [];
+    // Useful to an operator, but no absolute file path: where this machine keeps its data and keys is nobody's business.
+    const checks = withoutFilePaths(options.health ? await options.health() : []);
     const status: HealthStatus = checks.some((c) => c.status === "down") ? "down" : checks.some((c) => c.status === "degraded") ? "degraded" : "ok";
     const health = { status, time: clock.isoNow(), checks, extensions: { "nodefabric.service": options.name, "nodefabric.auth": authInfo } };
     if (status === "down") {

@@ -78,3 +78,35 @@ export function dedupeIssues(issues: ValidationIssue[]): ValidationIssue[] {
   }
   return out;
 }
+
+/**
+ * Whether a JSON text nests objects and arrays deeper than `maxDepth` (the top level counts as 1). It scans the text
+ * once, without recursion, skipping strings (escapes included), so a body nested 100,000 levels deep is refused before
+ * anything recursive (the parser, validation, serialization) sees it. Malformed JSON is left to the parser.
+ */
+export function exceedsJsonDepth(text: string, maxDepth: number): boolean {
+  const n = text.length;
+  // Each level needs an opening bracket: a text no longer than the limit cannot pass it.
+  if (n <= maxDepth) return false;
+  let depth = 0;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      // Jump to the closing quote: one not preceded by an odd run of backslashes.
+      let j = i;
+      for (;;) {
+        j = text.indexOf('"', j + 1);
+        if (j < 0) return false; // an unterminated string: the parser will say so
+        let backslashes = 0;
+        for (let k = j - 1; text.charCodeAt(k) === 0x5c /* \ */; k--) backslashes++;
+        if ((backslashes & 1) === 0) break;
+      }
+      i = j;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++depth > maxDepth) return true;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      depth--;
+    }
+  }
+  return false;
+}

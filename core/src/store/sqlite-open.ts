@@ -5,9 +5,33 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 
-/** Opens (creating its folder) a SQLite file in WAL mode, durable across a process crash. */
+/**
+ * Makes a database file (and its -wal and -shm companions, which SQLite creates with the file's own mode) readable and
+ * writable by its owner only: it holds every run's inputs and outputs. A file made by an older version is tightened.
+ */
+function ownerOnly(file: string): void {
+  try {
+    fs.closeSync(fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600));
+    for (const f of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) {
+      let mode: number;
+      try {
+        mode = fs.statSync(f).mode;
+      } catch {
+        continue;
+      }
+      if ((mode & 0o077) !== 0) fs.chmodSync(f, 0o600);
+    }
+  } catch {
+    // a file system without modes, or a file we may open but not change: SQLite reports what matters
+  }
+}
+
+/** Opens (creating its folder, 0700, and the file, 0600) a SQLite file in WAL mode, durable across a process crash. */
 export function openSqlite(file: string): Database.Database {
-  if (file !== ":memory:" && !file.startsWith("file:")) fs.mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ":memory:" && !file.startsWith("file:") && file !== "") {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    ownerOnly(file);
+  }
   const db = new Database(file);
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");

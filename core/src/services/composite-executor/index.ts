@@ -62,7 +62,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
     registration ? registration.check() : { name: "registry_registration", status: "ok", message: "waiting for the executor to listen" },
   ];
 
-  const app = createService({ name: "composite-executor", logger: options.logger, health, auth: options.auth });
+  const app = createService({ name: "composite-executor", logger: options.logger, health, auth: options.auth, limits: options.limits });
   logFailedLoads(app.log, options.handlers);
 
   registration = registerOnListen(app, {

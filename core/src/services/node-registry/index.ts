@@ -123,7 +123,7 @@ async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
 /** Builds the Node Registry service on a SQLite file; the store is closed with the app. */
 export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<FastifyInstance> {
   const store: NodeTypeStore = new SqliteNodeTypeStore(options.dbPath);
-  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store), auth: options.auth });
+  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store), auth: options.auth, limits: options.limits });
   app.addHook("onClose", async () => {
     await store.close();
   });

@@ -53,7 +53,7 @@ export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstanc
   const decider = createDecider(policySet, entities, { decisionCacheSize: options.decisionCacheSize });
   const check = policyCheck(policySet, options.policyFile !== undefined, options.entitiesFile, entities.length, decider);
 
-  const app = createService({ name: "pdp", logger: options.logger, health: () => [check], auth: options.auth });
+  const app = createService({ name: "pdp", logger: options.logger, health: () => [check], auth: options.auth, limits: options.limits });
   app.post("/v1/policy::decide", { schema: { body: ref("policy_decision_request") } }, async (req) => {
     if (req.body === undefined || req.body === null) {
       throw invalidRequest("the request body is missing", [{ path: "/", message: "a PolicyDecisionRequest is required" }]);

@@ -85,6 +85,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     name: "run-coordinator",
     logger: options.logger,
     auth: options.auth && { ...options.auth, assignments: assignmentTokens, delegation: true },
+    limits: options.limits,
     health: async () => [
       { name: "store", status: "ok" },
       {

@@ -53,6 +53,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     maxInFlight: options.maxInFlight,
     health: async () => [await coordinatorHealth(coordinator, options.healthTimeoutMs ?? 2_000)],
     auth: options.auth,
+    limits: options.limits,
   });
   // Live streams would otherwise hold the close until their runs end.
   app.addHook("preClose", async () => {

@@ -109,7 +109,7 @@ export async function buildSelection(options: SelectionOptions): Promise<Fastify
     return checks;
   };
 
-  const app = createService({ name: "selection", logger: options.logger, health, auth: options.auth });
+  const app = createService({ name: "selection", logger: options.logger, health, auth: options.auth, limits: options.limits });
   app.addHook("onClose", async () => {
     await closeSource();
     await store.close();
