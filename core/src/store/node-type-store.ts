@@ -2,6 +2,11 @@
  * What the Node Registry needs from storage: immutable NodeType versions and the executor directory.
  * Implementations (SQLite now, PostgreSQL later) own ordering and pagination; nothing above this
  * interface knows which database it talks to.
+ *
+ * "Version order" is the one node-type-version-order.ts defines: semver versions by semver precedence, any other
+ * version just above the highest semver version published before it, and those sharing that place by publication.
+ * Publication order is the order the store accepted the versions of a node type; inserting identical content again
+ * changes nothing. core/test/store/node-type-store-contract.ts is the suite every implementation passes.
  */
 
 export type NodeKind = "atomic" | "composite";
@@ -24,13 +29,16 @@ export interface NodeTypeListQuery {
   /** Case-insensitive substring of node_type_id. */
   q?: string;
   kind?: NodeKind;
-  /** Keyset cursor: list only versions ordered after this key. */
+  /**
+   * Keyset cursor: list only versions ordered after this key. A version the store does not hold stands where it would
+   * be when it is semver, and after every version of its node type otherwise.
+   */
   after?: NodeTypeKey;
   limit: number;
 }
 
 export interface NodeTypeListPage {
-  /** Ordered by node_type_id, then version by semver precedence. */
+  /** Ordered by node_type_id, then by version order. */
   items: StoredNodeType[];
   /** True when more items follow the last one. */
   more: boolean;
@@ -64,13 +72,13 @@ export interface NodeTypeStore {
   insertNodeType(record: StoredNodeType): Promise<{ inserted: boolean; stored: StoredNodeType }>;
   /** One exact version. */
   getNodeType(nodeTypeId: string, version: string): Promise<StoredNodeType | undefined>;
-  /** The highest version by semver precedence. */
+  /** The latest version: the last in version order. */
   latestNodeType(nodeTypeId: string): Promise<StoredNodeType | undefined>;
-  /** Every version of an id, lowest first (empty when the id is unknown). */
+  /** Every version of an id in version order, lowest first (empty when the id is unknown). */
   listVersions(nodeTypeId: string): Promise<string[]>;
-  /** One page of versions in (node_type_id, semver) order. */
+  /** One page of versions in (node_type_id, version order) order. */
   listNodeTypes(query: NodeTypeListQuery): Promise<NodeTypeListPage>;
-  /** The highest version of every id, ordered by node_type_id. */
+  /** The latest version of every id, ordered by node_type_id; with `kind`, only ids whose latest version is of that kind. */
   latestNodeTypes(kind?: NodeKind): Promise<StoredNodeType[]>;
   /** Stores or replaces an executor's entry. */
   putExecutor(record: ExecutorRecord): Promise<ExecutorRecord>;

@@ -1,6 +1,8 @@
 /**
- * The Node Registry's store on SQLite (better-sqlite3, WAL). Versions are ordered by a precomputed
- * semver sort key, so listing and keyset pagination are plain index scans.
+ * The Node Registry's store on SQLite (better-sqlite3, WAL). Versions are ordered by a sort key computed once, when a
+ * version is published (node-type-version-order.ts: semver by semver, any other version just above the highest semver
+ * published before it), so listing and keyset pagination are plain index scans. `published_seq` numbers the versions
+ * of each node type in publication order; with the versions, it is all the keys are computed from.
  */
 import type Database from "better-sqlite3";
 import { migrateSqlite, openSqlite } from "./sqlite-open.js";
@@ -13,7 +15,7 @@ import type {
   NodeTypeStore,
   StoredNodeType,
 } from "./node-type-store.js";
-import { versionSortKey } from "./node-type-version-order.js";
+import { cursorKey, orderKey, orderKeys } from "./node-type-version-order.js";
 
 /** The schema version this code writes; bump it with a new step in MIGRATIONS. */
 
@@ -27,6 +29,7 @@ const MIGRATIONS: string[] = [
      kind TEXT NOT NULL,
      json TEXT NOT NULL,
      published_at TEXT NOT NULL,
+     published_seq INTEGER NOT NULL DEFAULT 0,
      PRIMARY KEY (node_type_id, version)
    ) WITHOUT ROWID;
    CREATE UNIQUE INDEX IF NOT EXISTS node_types_by_order ON node_types (node_type_id, version_key);
@@ -44,6 +47,37 @@ const MIGRATIONS: string[] = [
    CREATE INDEX IF NOT EXISTS executor_node_types_by_executor ON executor_node_types (executor_instance_id);`,
 ];
 
+/**
+ * Brings a node_types table written before versions other than semver were allowed (no `published_seq`, and sort keys
+ * in an older encoding) up to date: numbers each node type's versions by `published_at`, recomputes every sort key, and
+ * rebuilds the order index (dropped first: an old key may equal another version's new key). Runs once, in one write
+ * transaction; a store opening the file at the same time waits for it, then finds nothing to do.
+ */
+function upgradeVersionOrder(db: Database.Database): void {
+  const current = () => (db.pragma("table_info(node_types)") as Array<{ name: string }>).some((c) => c.name === "published_seq");
+  if (current()) return;
+  db.transaction(() => {
+    if (current()) return;
+    db.exec(`ALTER TABLE node_types ADD COLUMN published_seq INTEGER NOT NULL DEFAULT 0`);
+    const rows = db
+      .prepare(`SELECT node_type_id, version FROM node_types ORDER BY node_type_id, published_at, version_key`)
+      .all() as Array<{ node_type_id: string; version: string }>;
+    const byId = new Map<string, string[]>();
+    for (const r of rows) {
+      const list = byId.get(r.node_type_id);
+      if (list) list.push(r.version);
+      else byId.set(r.node_type_id, [r.version]);
+    }
+    db.exec(`DROP INDEX IF EXISTS node_types_by_order`);
+    const update = db.prepare(`UPDATE node_types SET published_seq = ?, version_key = ? WHERE node_type_id = ? AND version = ?`);
+    for (const [id, versions] of byId) {
+      const keys = orderKeys(versions);
+      versions.forEach((v, seq) => update.run(seq, keys.get(v), id, v));
+    }
+    db.exec(`CREATE UNIQUE INDEX node_types_by_order ON node_types (node_type_id, version_key)`);
+  }).immediate();
+}
+
 interface Row {
   node_type_id: string;
   version: string;
@@ -58,18 +92,21 @@ const COLUMNS = "node_type_id, version, kind, json, published_at";
 export class SqliteNodeTypeStore implements NodeTypeStore {
   private readonly db: Database.Database;
   private readonly stmt;
+  private readonly insertTx;
   private closed = false;
 
   constructor(path: string) {
     this.db = openSqlite(path);
     migrateSqlite(this.db, MIGRATIONS);
+    upgradeVersionOrder(this.db);
     const db = this.db;
     this.stmt = {
       insert: db.prepare(
-        `INSERT INTO node_types (node_type_id, version, version_key, kind, json, published_at)
-         VALUES (@node_type_id, @version, @version_key, @kind, @json, @published_at)
+        `INSERT INTO node_types (node_type_id, version, version_key, kind, json, published_at, published_seq)
+         VALUES (@node_type_id, @version, @version_key, @kind, @json, @published_at, @published_seq)
          ON CONFLICT (node_type_id, version) DO NOTHING`,
       ),
+      top: db.prepare(`SELECT max(published_seq) AS seq, max(version_key) AS key FROM node_types WHERE node_type_id = ?`),
       get: db.prepare(`SELECT ${COLUMNS} FROM node_types WHERE node_type_id = ? AND version = ?`),
       latest: db.prepare(`SELECT ${COLUMNS} FROM node_types WHERE node_type_id = ? ORDER BY version_key DESC LIMIT 1`),
       versions: db.prepare(`SELECT version FROM node_types WHERE node_type_id = ? ORDER BY version_key`).pluck(),
@@ -77,7 +114,8 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
         `SELECT ${COLUMNS} FROM node_types
          WHERE (@kind IS NULL OR kind = @kind)
            AND (@q IS NULL OR instr(lower(node_type_id), @q) > 0)
-           AND (@after_id IS NULL OR (node_type_id, version_key) > (@after_id, @after_key))
+           AND (@after_id IS NULL OR (node_type_id, version_key) > (@after_id, coalesce(
+                 (SELECT version_key FROM node_types WHERE node_type_id = @after_id AND version = @after_version), @after_key)))
          ORDER BY node_type_id, version_key
          LIMIT @limit`,
       ),
@@ -106,13 +144,32 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
       ).pluck(),
       ping: db.prepare(`SELECT 1`).pluck(),
     };
+    this.insertTx = this.makeInsertTx();
   }
 
   async insertNodeType(record: StoredNodeType): Promise<{ inserted: boolean; stored: StoredNodeType }> {
-    const info = this.stmt.insert.run({ ...record, version_key: versionSortKey(record.version) });
-    if (info.changes === 1) return { inserted: true, stored: record };
-    const stored = this.stmt.get.get(record.node_type_id, record.version) as Row;
-    return { inserted: false, stored };
+    // One write transaction: the sort key depends on the versions published before this one.
+    return this.insertTx.immediate(record);
+  }
+
+  private makeInsertTx() {
+    return this.db.transaction((record: StoredNodeType): { inserted: boolean; stored: StoredNodeType } => {
+      const existing = this.stmt.get.get(record.node_type_id, record.version) as Row | undefined;
+      if (existing) return { inserted: false, stored: existing };
+      const top = this.stmt.top.get(record.node_type_id) as { seq: number | null; key: string | null };
+      const seq = top.seq === null ? 0 : top.seq + 1;
+      const { node_type_id, version, kind, json, published_at } = record;
+      this.stmt.insert.run({
+        node_type_id,
+        version,
+        kind,
+        json,
+        published_at,
+        published_seq: seq,
+        version_key: orderKey(version, seq, top.key ?? undefined),
+      });
+      return { inserted: true, stored: record };
+    });
   }
 
   async getNodeType(nodeTypeId: string, version: string): Promise<StoredNodeType | undefined> {
@@ -132,7 +189,8 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
       kind: query.kind ?? null,
       q: query.q === undefined || query.q === "" ? null : query.q.toLowerCase(),
       after_id: query.after?.node_type_id ?? null,
-      after_key: query.after ? versionSortKey(query.after.version) : null,
+      after_version: query.after?.version ?? null,
+      after_key: query.after ? cursorKey(query.after.version) : null,
       // One extra row tells whether another page follows.
       limit: query.limit + 1,
     }) as Row[];

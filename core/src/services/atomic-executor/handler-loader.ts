@@ -15,6 +15,7 @@ import { isDefinition, SDK_VERSION } from "../../sdk/define-atomic.js";
 import type { FabricDefinition } from "../../sdk/types.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
 import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
+import { versionProblem } from "../../store/node-type-version-order.js";
 
 /** Where a definition came from. */
 export interface HandlerSource {
@@ -416,8 +417,13 @@ function checkDefinition(item: Collected, problems: LoadProblems, nodeTypeValida
     problems.add(discovered, `node type ${name} from ${describe(source)} ${problem}`, `node type ${name} ${problem}`, source.path);
     return undefined;
   }
-  if (!nodeTypeValidator(nt)) {
-    const issues = dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`);
+  // A node type version is any string the registry can publish (semver or not); only the SDK version is semver.
+  const valid = nodeTypeValidator(nt);
+  const versionIssue = valid ? versionProblem(nt.version) : undefined;
+  if (!valid || versionIssue) {
+    const issues = !valid
+      ? dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`)
+      : [`/version ${versionIssue}`];
     const problem = `is not a valid NodeType: ${issues.join("; ")}`;
     problems.add(discovered, `node type ${name} from ${describe(source)} ${problem}`, `node type ${name} ${problem}`, source.path);
     return undefined;

@@ -12,7 +12,7 @@ import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
 import type { ExecutorRecord, NodeKind, NodeTypeStore, ServedNodeTypeRef, StoredNodeType } from "../../store/node-type-store.js";
 import { SqliteNodeTypeStore } from "../../store/sqlite-node-type-store.js";
-import { isSemver } from "../../store/node-type-version-order.js";
+import { versionProblem } from "../../store/node-type-version-order.js";
 import { canonicalJson } from "../../canonical-json.js";
 import { schemaCompileIssues } from "./schema-compile-check.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
@@ -131,9 +131,9 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
   app.post<{ Body: PublishBody }>("/v1/node-types", { schema: { body: ref("node_type_publish_request") } }, async (req, reply) => {
     const nodeType = req.body.node_type;
     const issues: ValidationIssue[] = [];
-    if (!isSemver(nodeType.version)) {
-      issues.push({ path: "/node_type/version", message: `must be a semver version such as 1.2.0 (got "${nodeType.version}")` });
-    }
+    // Any version string safe as an id (semver or not); node-type-version-order.ts says how versions are ordered.
+    const versionIssue = versionProblem(nodeType.version);
+    if (versionIssue) issues.push({ path: "/node_type/version", message: versionIssue });
     issues.push(
       ...schemaCompileIssues([
         { path: "/node_type/input_schema", schema: nodeType.input_schema },
@@ -185,6 +185,8 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
     async (req, reply) => {
       const { node_type_id } = req.params;
       const { version } = req.query;
+      // Without `version`, the latest: the highest semver, unless versions that are not semver were published after it
+      // (then the last of those); node-type-version-order.ts has the rule and why.
       const found = version === undefined ? await store.latestNodeType(node_type_id) : await store.getNodeType(node_type_id, version);
       if (!found) throw notFound(node_type_id, version, version === undefined ? [] : await store.listVersions(node_type_id));
       return sendJsonText(reply, found.json);

@@ -3,7 +3,7 @@
  * next page starts strictly after it however many versions were published in between.
  */
 import type { NodeTypeKey } from "../../store/node-type-store.js";
-import { isSemver } from "../../store/node-type-version-order.js";
+import { versionProblem } from "../../store/node-type-version-order.js";
 import { FabricError } from "../../http/errors.js";
 
 /** Encodes the last key of a page. */
@@ -30,7 +30,7 @@ export function decodePageToken(token: string): NodeTypeKey {
     typeof parsed[0] !== "string" ||
     parsed[0] === "" ||
     typeof parsed[1] !== "string" ||
-    !isSemver(parsed[1])
+    versionProblem(parsed[1]) !== undefined
   ) {
     throw bad();
   }

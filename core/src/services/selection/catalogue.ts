@@ -6,7 +6,7 @@
 import type { NodeType } from "@nodefabric/schemas";
 import { clock } from "../../clock.js";
 import { FabricError } from "../../http/errors.js";
-import { compareVersions, isSemver } from "../../store/node-type-version-order.js";
+import { latestOf } from "../../store/node-type-version-order.js";
 import { NodeTypeIndex } from "./ranking.js";
 
 /** Where node types come from: the registry over HTTP, or an in-process source. */
@@ -20,20 +20,20 @@ export interface RefreshStatus {
   nodeTypes?: number;
 }
 
-/** Keeps the highest semver version of each id (a non-semver version never outranks a semver one). */
+/**
+ * Keeps the latest version of each id, by the registry's rule (node-type-version-order.ts): semver versions by semver,
+ * any other version just above the semver versions published before it. `all` is the registry's listing (each id's
+ * versions in version order) or an in-process source listing versions in publication order; either way the rule picks
+ * the same one.
+ */
 export function latestVersions(all: NodeType[]): NodeType[] {
-  const best = new Map<string, NodeType>();
+  const byId = new Map<string, NodeType[]>();
   for (const t of all) {
-    const cur = best.get(t.node_type_id);
-    if (!cur) {
-      best.set(t.node_type_id, t);
-      continue;
-    }
-    const curOk = isSemver(cur.version);
-    const newOk = isSemver(t.version);
-    if ((newOk && !curOk) || (newOk && curOk && compareVersions(t.version, cur.version) > 0)) best.set(t.node_type_id, t);
+    const list = byId.get(t.node_type_id);
+    if (list) list.push(t);
+    else byId.set(t.node_type_id, [t]);
   }
-  return [...best.values()];
+  return [...byId.values()].map((versions) => latestOf(versions, (t) => t.version)!);
 }
 
 // Whatever the source throws, Selection's client sees its registry as unavailable (502) or slow (504):
