@@ -41,7 +41,7 @@ export class RegistryClient {
     return this.http.json<NodeType>("POST", "/v1/node-types", { node_type: nodeType });
   }
 
-  /** The highest version by semver, or the exact `version`. */
+  /** The latest version (the registry's version order, docs/versions.md), or the exact `version`. */
   get(nodeTypeId: string, version?: string): Promise<NodeType> {
     return this.http.json<NodeType>("GET", `/v1/node-types/${encodeURIComponent(nodeTypeId)}`, undefined, { query: { version } });
   }
