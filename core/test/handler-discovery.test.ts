@@ -165,13 +165,15 @@ describe("the executor reports what it could not load", () => {
     expect(check.details.node_types).toContainEqual({ node_type_id: "fixture.greet", version: "1.0.0", package: "@fixture/good-handlers", package_version: "1.2.3" });
     expect(check.details.failed).toHaveLength(2);
     expect(check.details.failed[0]).toMatchObject({ package: "@fixture/bad-schema", reason: expect.stringContaining("its input_schema does not compile") });
+    // Health names the package's files from node_modules on, never by an absolute path.
     expect(check.details.failed[1]).toEqual({
       package: "@fixture/throws-on-import",
       version: "1.0.0",
-      dir: linked(project, "@fixture/throws-on-import"),
-      module: path.join(linked(project, "@fixture/throws-on-import"), "index.js"),
-      reason: `cannot import ${path.join(linked(project, "@fixture/throws-on-import"), "index.js")}: WEATHER_API_KEY is not set`,
+      dir: "node_modules/@fixture/throws-on-import",
+      module: "node_modules/@fixture/throws-on-import/index.js",
+      reason: "cannot import node_modules/@fixture/throws-on-import/index.js: WEATHER_API_KEY is not set",
     });
+    expect(JSON.stringify(health)).not.toContain(project);
   });
 
   it("serves the packages that loaded", async () => {
