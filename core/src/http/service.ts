@@ -202,11 +202,12 @@ export function createService(options: ServiceOptions): FastifyInstance {
   });
   // An error answered before the whole request arrived closes the connection, reading what is still on the way
   // meanwhile, so a client still sending its body reads the answer (a 413 above all) instead of a reset.
-  app.addHook("onSend", async (req, reply) => {
-    if (reply.statusCode >= 400 && !req.raw.complete) {
+  app.addHook("onSend", (req, reply, payload, done) => {
+    if (reply.statusCode >= 400 && req.raw.complete === false) {
       reply.header("connection", "close");
       lingerOnClose(req.raw.socket);
     }
+    done(null, payload);
   });
 
   installAuth(app, { ...auth, service: options.name });
