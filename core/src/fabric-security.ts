@@ -5,11 +5,11 @@
  */
 import path from "node:path";
 import { readFileSync } from "node:fs";
-import { ConfigError, isLoopbackHost, type FabricConfig } from "./config.js";
+import { ConfigError, isLoopbackHost, servicePort, serviceUrl, type FabricConfig } from "./config.js";
 import { TokenVerifier, type KeySource } from "./http/token-verifier.js";
-import type { ServiceSecurityOptions } from "./http/auth-plugin.js";
-import type { ServiceName } from "./http/service.js";
-import { ClientCredentialsServiceTokens, SignedServiceTokens, readSigningKey, type ServiceTokens } from "./clients/service-tokens.js";
+import type { InboundAuthOptions, ServiceSecurityOptions } from "./http/auth-plugin.js";
+import type { ServiceName } from "./http/service-names.js";
+import { ClientCredentialsServiceTokens, SignedServiceTokens, SigningKeyFile, type ServiceTokens } from "./clients/service-tokens.js";
 import { AssignmentTokens, loadOrCreateAssignmentSecret } from "./engine/assignment-tokens.js";
 
 /** The security of the services of one process. */
@@ -64,13 +64,14 @@ export function fabricSecurity(config: FabricConfig): FabricSecurity {
 
   let tokensFor: ((name: ServiceName) => ServiceTokens) | undefined;
   if (a.signing_key_file) {
-    let jwk;
+    // One key file for every service of the process, read again when `fabric keys generate --rotate` replaces it.
+    let keyFile: SigningKeyFile;
     try {
-      jwk = readSigningKey(path.resolve(config.base_dir, a.signing_key_file));
+      keyFile = new SigningKeyFile(path.resolve(config.base_dir, a.signing_key_file));
     } catch (err) {
       throw new ConfigError(`invalid configuration: auth.signing_key_file: ${(err as Error).message}`);
     }
-    tokensFor = (service) => new SignedServiceTokens({ jwk, issuer: a.issuer!, service, ttlSeconds: a.token_ttl_s, typ: a.typ });
+    tokensFor = (service) => new SignedServiceTokens({ keyFile, issuer: a.issuer!, service, ttlSeconds: a.token_ttl_s, typ: a.typ });
   } else if (a.token_url) {
     let secret = a.client_secret;
     if (a.client_secret_file) {
@@ -102,7 +103,14 @@ export function fabricSecurity(config: FabricConfig): FabricSecurity {
         );
       }
       if (!perService.has(name)) perService.set(name, tokensFor?.(name));
-      return { auth: verifier ? { mode: a.mode, verifier } : { mode: "disabled" }, tokens: perService.get(name) };
+      let auth: InboundAuthOptions = { mode: "disabled" };
+      if (verifier) {
+        auth = { mode: a.mode, verifier };
+        // An executor at a configured address knows it before it listens: tokens bound to it there are its own.
+        const known = config.services[name]?.url !== undefined || servicePort(config, name) !== 0;
+        if ((name === "atomic-executor" || name === "composite-executor") && known) auth.executorEndpoints = [serviceUrl(config, name)];
+      }
+      return { auth, tokens: perService.get(name) };
     },
     assignmentTokens() {
       if (!assignments) {

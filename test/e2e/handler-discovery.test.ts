@@ -46,8 +46,8 @@ describe("fabric node-types ls reports what no executor serves and what executor
   });
   const url = (name: string) => fabric.urls[name];
 
-  async function mint(scope: string): Promise<string> {
-    const r = await runFabric(["token", "mint", "--aud", "node-registry", "--scope", scope, "--key", keyFile], { cwd: project });
+  async function mint(scope: string, ...flags: string[]): Promise<string> {
+    const r = await runFabric(["token", "mint", "--aud", "node-registry", "--scope", scope, ...flags, "--key", keyFile], { cwd: project });
     expect(r.stderr).toBe("");
     return r.stdout.trim();
   }
@@ -58,7 +58,8 @@ describe("fabric node-types ls reports what no executor serves and what executor
     keyFile = path.join(dataDir, "keys", "signing-key.json");
     fabric = await startFabricProcess(["dev", "--auth", "--port-base", "0", "--data-dir", dataDir, "--discover", project], { cwd: project });
     readToken = await mint("node-types:read");
-    adminToken = await mint("node-types:read node-types:write");
+    // Entering executors in the directory takes executors:register, a scope for service identities.
+    adminToken = await mint("node-types:read node-types:write executors:register", "--allow-service-scopes");
     const admin = { authorization: `Bearer ${adminToken}` };
     await eventually(async () => {
       const r = await call("GET", `${url("node-registry")}/v1/executors?node_type_id=fixture.greet`, undefined, admin);

@@ -1,6 +1,8 @@
 /**
  * `fabric keys generate`: a signing key pair for a fabric that mints its own tokens. The private JWK signs service
  * tokens (auth.signing_key_file) and `fabric token mint` tokens; the JWKS beside it verifies them (auth.jwks_file).
+ * `--rotate` works while services run: they look at both files again as soon as they change (docs/auth.md, "Rotating
+ * keys"), so they sign with the new key at once, and stop accepting the old one within seconds of its removal.
  */
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -121,7 +123,12 @@ export async function keysGenerateCommand(flags: KeysGenerateFlags): Promise<num
       `wrote ${displayPath(k.signingKeyFile)} (private ${k.alg} key, mode 0600: keep it secret)\n` +
         `wrote ${displayPath(k.jwksFile)} (${k.publicKeys === 1 ? "1 public key" : `${k.publicKeys} public keys: the new one and ${kept} kept, which verify tokens already signed until you remove them`})\n` +
         `kid: ${k.kid}\n` +
-        `configure: auth.signing_key_file = ${displayPath(k.signingKeyFile)}, auth.jwks_file = ${displayPath(k.jwksFile)}\n`,
+        `configure: auth.signing_key_file = ${displayPath(k.signingKeyFile)}, auth.jwks_file = ${displayPath(k.jwksFile)}\n` +
+        (kept > 0
+          ? `running services sign with the new key from now on, without a restart; once tokens signed with the old ` +
+            `${kept === 1 ? "key have" : "keys have"} expired, remove ${kept === 1 ? "it" : "them"} from ${displayPath(k.jwksFile)}: ` +
+            `services refuse ${kept === 1 ? "its" : "their"} tokens within seconds\n`
+          : ""),
     );
     return EXIT_OK;
   } catch (err) {

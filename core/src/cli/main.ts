@@ -211,6 +211,7 @@ export function buildProgram(): Command {
     .option("--ttl <duration>", "lifetime: seconds, or 15m, 1h (default 1h, at most 24h)")
     .option("--key <file>", "private JWK to sign with (default: auth.signing_key_file, else <data_dir>/keys/signing-key.json)")
     .option("--issuer <iss>", `iss claim (default: auth.issuer, else ${DEV_ISSUER})`)
+    .option("--allow-service-scopes", "also mint scopes meant for the fabric's own services (identity:delegate, executors:register)")
     .option("-c, --config <file>", "configuration file (default: ./fabric.config.json when present)")
     .exitOverride(usageExit)
     .action(async (opts: TokenMintFlags) => {

@@ -1,12 +1,13 @@
 /**
  * `fabric token mint`: a client token signed with this fabric's own signing key, for `curl`, `fabric run` and tests.
- * Only the token goes to stdout, so `export FABRIC_TOKEN=$(npx fabric token mint …)` works.
+ * Only the token goes to stdout, so `export FABRIC_TOKEN=$(npx fabric token mint …)` works. Scopes meant for the
+ * fabric's own services (SERVICE_ONLY_SCOPES) are minted only with `--allow-service-scopes`.
  */
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { SignJWT, importJWK } from "jose";
-import { SERVICE_NAMES } from "../http/service.js";
-import { SCOPES, audienceOf } from "../http/auth-scopes.js";
+import { SERVICE_NAMES } from "../http/service-names.js";
+import { SCOPES, SERVICE_ONLY_SCOPES, audienceOf } from "../http/auth-scopes.js";
 import { readSigningKey } from "../clients/service-tokens.js";
 import { clock } from "../clock.js";
 import { DEV_ISSUER, SIGNING_KEY_FILE, defaultKeysDir } from "./keys-command.js";
@@ -25,6 +26,8 @@ export interface TokenMintFlags {
   key?: string;
   issuer?: string;
   config?: string;
+  /** Mint scopes meant for the fabric's own services (identity:delegate, executors:register). */
+  allowServiceScopes?: boolean;
 }
 
 /** The audience for `--aud`: a service name or a full `nodefabric-<service>` audience. */
@@ -42,12 +45,23 @@ export function parseTtl(value: string): number {
   return seconds;
 }
 
-/** The scopes of `--scope` (space-separated, repeatable), each one the fabric knows. */
-export function parseScopes(values: string[]): string[] {
+/**
+ * The scopes of `--scope` (space-separated, repeatable), each one the fabric knows; a scope for services only
+ * (SERVICE_ONLY_SCOPES) only with `allowServiceScopes`.
+ */
+export function parseScopes(values: string[], allowServiceScopes = false): string[] {
   const scopes = [...new Set(values.flatMap((v) => v.split(/\s+/)).filter(Boolean))];
   if (scopes.length === 0) throw new UsageError(`--scope names no scope; use some of ${SCOPES.join(", ")}`);
   for (const s of scopes) {
     if (!(SCOPES as readonly string[]).includes(s)) throw new UsageError(`--scope: unknown scope "${s}"; the scopes are ${SCOPES.join(", ")}`);
+  }
+  const service = scopes.filter((s) => SERVICE_ONLY_SCOPES.has(s as never));
+  if (service.length > 0 && !allowServiceScopes) {
+    throw new UsageError(
+      `--scope: ${service.join(", ")} ${service.length === 1 ? "is a scope" : "are scopes"} for the fabric's own services, not for clients ` +
+        `(identity:delegate acts for any caller, executors:register receives other tenants' inputs); ` +
+        `add --allow-service-scopes to mint it anyway, for a service identity of your own`,
+    );
   }
   return scopes;
 }
@@ -56,7 +70,7 @@ export function parseScopes(values: string[]): string[] {
 export async function mintToken(flags: TokenMintFlags): Promise<string> {
   if (flags.aud.length === 0) throw new UsageError(`--aud is required: the service the token is for (${SERVICE_NAMES.join(", ")})`);
   const audiences = [...new Set(flags.aud.map(audienceFor))];
-  const scopes = parseScopes(flags.scope);
+  const scopes = parseScopes(flags.scope, flags.allowServiceScopes === true);
   const ttl = flags.ttl === undefined ? DEFAULT_TOKEN_TTL_S : parseTtl(flags.ttl);
   if (flags.tenant !== undefined && flags.tenant === "") throw new UsageError("--tenant must not be empty");
   if (flags.sub !== undefined && flags.sub === "") throw new UsageError("--sub must not be empty");

@@ -1,5 +1,6 @@
 /**
- * How the coordinator reaches atomic executors: one pooled HttpClient per executor endpoint.
+ * How the coordinator reaches executors: one pooled HttpClient per executor endpoint, and a token bound to the
+ * executor each call goes to, so that an executor cannot replay what it was sent against another.
  */
 import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, CompositeBeginResponse } from "@nodefabric/schemas";
 import { HttpClient } from "./http-client.js";
@@ -11,12 +12,12 @@ import type { ServiceTokens } from "./service-tokens.js";
 export class HttpExecutorCaller implements ExecutorCaller {
   private readonly clients = new Map<string, HttpClient>();
 
-  /** With `tokens`, each call carries this coordinator's token for the executor's kind. */
+  /** With `tokens`, each call carries this coordinator's token for the executor's kind, bound to that executor. */
   constructor(private readonly tokens?: ServiceTokens) {}
 
-  private async auth(kind: "atomic-executor" | "composite-executor", extra?: Record<string, string>): Promise<Record<string, string> | undefined> {
+  private async auth(kind: "atomic-executor" | "composite-executor", endpoint: string, extra?: Record<string, string>): Promise<Record<string, string> | undefined> {
     if (!this.tokens) return extra;
-    return { ...extra, authorization: `Bearer ${await this.tokens.token(kind)}` };
+    return { ...extra, authorization: `Bearer ${await this.tokens.token(kind, endpoint)}` };
   }
 
   private client(endpoint: string): HttpClient {
@@ -30,26 +31,26 @@ export class HttpExecutorCaller implements ExecutorCaller {
 
   async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
     return this.client(endpoint).json<AtomicExecuteResult>("POST", "/v1/atomic-node-runs:execute", body, {
-      headers: await this.auth("atomic-executor", { "idempotency-key": options.idempotencyKey }),
+      headers: await this.auth("atomic-executor", endpoint, { "idempotency-key": options.idempotencyKey }),
       timeoutMs: options.timeoutMs,
     });
   }
 
   async cancel(endpoint: string, nodeRunId: string): Promise<void> {
     try {
-      await this.client(endpoint).request("POST", `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel`, undefined, { headers: await this.auth("atomic-executor") });
+      await this.client(endpoint).request("POST", `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel`, undefined, { headers: await this.auth("atomic-executor", endpoint) });
     } catch {
       // Best effort: the NodeRun is already canceled in the store; a late result is ignored.
     }
   }
 
   async begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse> {
-    return this.client(endpoint).json<CompositeBeginResponse>("POST", "/v1/composite-node-runs:begin", body, { timeoutMs: 30_000, headers: await this.auth("composite-executor") });
+    return this.client(endpoint).json<CompositeBeginResponse>("POST", "/v1/composite-node-runs:begin", body, { timeoutMs: 30_000, headers: await this.auth("composite-executor", endpoint) });
   }
 
   async cancelComposite(endpoint: string, nodeRunId: string): Promise<void> {
     try {
-      await this.client(endpoint).request("POST", `/v1/composite-node-runs/${encodeURIComponent(nodeRunId)}:cancel`, undefined, { headers: await this.auth("composite-executor") });
+      await this.client(endpoint).request("POST", `/v1/composite-node-runs/${encodeURIComponent(nodeRunId)}:cancel`, undefined, { headers: await this.auth("composite-executor", endpoint) });
     } catch {
       // Best effort, as for atomic cancels.
     }

@@ -1,22 +1,21 @@
 /**
  * The tokens a service presents when it calls another: minted locally with a configured signing key, or obtained
- * with OAuth2 client credentials from a token endpoint. Either way one token per target audience is cached and
- * renewed in the background shortly before it expires, so no request ever waits on a token fetch but the first.
+ * with OAuth2 client credentials from a token endpoint. Either way one token per target audience (and, for an
+ * executor, per executor it is bound to) is cached and renewed in the background shortly before it expires, so no
+ * request ever waits on a token fetch but the first. A signing key file is read again as soon as it changes
+ * (`fabric keys generate --rotate`): tokens are then minted with the new key, and those of the old one dropped.
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { SignJWT, importJWK, type JWK, type CryptoKey } from "jose";
 import { request } from "undici";
 import { FabricError } from "../http/errors.js";
 import { audienceOf, outboundScopes } from "../http/auth-scopes.js";
-import type { ServiceName } from "../http/service.js";
+import type { ServiceName } from "../http/service-names.js";
+import { EXECUTOR_BINDING_CLAIM, executorBinding, type ServiceTokens } from "../http/outbound-tokens.js";
 import { clock } from "../clock.js";
 
-/** Bearer tokens for one service's calls to the others. */
-export interface ServiceTokens {
-  /** A token for calls to `target`. */
-  token(target: ServiceName): Promise<string>;
-}
+export type { ServiceTokens } from "../http/outbound-tokens.js";
 
 /** The `headers` option of an HttpClient that sends `tokens`' token for `target` (none without tokens). */
 export function bearerHeaders(tokens: ServiceTokens | undefined, target: ServiceName): (() => Promise<Record<string, string>>) | undefined {
@@ -28,6 +27,8 @@ interface Issued {
   token: string;
   /** ms since the epoch */
   expiresAt: number;
+  /** The signing key's `kid`, for tokens minted locally. */
+  kid?: string;
 }
 
 interface CacheEntry {
@@ -40,27 +41,53 @@ interface CacheEntry {
 /** No token is used in its last few seconds: a request may take that long to arrive. */
 const EXPIRY_MARGIN_MS = 5_000;
 
-/** Caches one token per target and renews it ahead of expiry; subclasses say how a token is obtained. */
+/** Tokens bound to executors are cached per executor; past this many, the oldest are forgotten. */
+const MAX_CACHED = 1_000;
+
+/** Caches one token per target (and executor) and renews it ahead of expiry; subclasses say how a token is obtained. */
 abstract class CachedServiceTokens implements ServiceTokens {
-  private readonly cache = new Map<ServiceName, CacheEntry>();
+  private readonly cache = new Map<string, CacheEntry>();
 
-  protected abstract issue(target: ServiceName): Promise<Issued>;
+  protected abstract issue(target: ServiceName, executor?: string): Promise<Issued>;
 
-  token(target: ServiceName): Promise<string> {
-    const now = clock.now();
-    const e = this.cache.get(target);
-    if (e?.current && now < e.current.expiresAt - EXPIRY_MARGIN_MS) {
-      if (now >= e.renewAt && !e.pending) void this.renew(target, e).catch(() => undefined);
-      return Promise.resolve(e.current.token);
-    }
-    const entry = e ?? { renewAt: 0 };
-    this.cache.set(target, entry);
-    return this.renew(target, entry).then((t) => t.token);
+  /** The `kid` tokens are signed with now, when they are minted locally: a token of another key is not used. */
+  protected currentKid(): string | undefined {
+    return undefined;
   }
 
-  private renew(target: ServiceName, entry: CacheEntry): Promise<Issued> {
+  /** Whether issued tokens can be bound to an executor (otherwise one token serves every executor of a kind). */
+  protected bindsExecutors(): boolean {
+    return false;
+  }
+
+  token(target: ServiceName, executor?: string): Promise<string> {
+    const bound = executor === undefined || !this.bindsExecutors() ? undefined : executorBinding(executor);
+    const key = bound === undefined ? target : `${target} ${bound}`;
+    const now = clock.now();
+    const kid = this.currentKid();
+    const e = this.cache.get(key);
+    if (e?.current && now < e.current.expiresAt - EXPIRY_MARGIN_MS && (kid === undefined || e.current.kid === kid)) {
+      if (now >= e.renewAt && !e.pending) void this.renew(target, bound, e).catch(() => undefined);
+      return Promise.resolve(e.current.token);
+    }
+    let entry = e;
+    if (!entry) {
+      if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value as string);
+      entry = { renewAt: 0 };
+      this.cache.set(key, entry);
+    }
+    const fresh = entry;
+    return this.renew(target, bound, fresh).then((t) => {
+      // Begun before the signing key changed: mint once more with the new one.
+      const now = this.currentKid();
+      if (now === undefined || t.kid === now) return t.token;
+      return this.renew(target, bound, fresh).then((again) => again.token);
+    });
+  }
+
+  private renew(target: ServiceName, executor: string | undefined, entry: CacheEntry): Promise<Issued> {
     if (entry.pending) return entry.pending;
-    const p = this.issue(target).then(
+    const p = this.issue(target, executor).then(
       (issued) => {
         const lifetime = issued.expiresAt - clock.now();
         entry.current = issued;
@@ -80,8 +107,10 @@ abstract class CachedServiceTokens implements ServiceTokens {
 }
 
 export interface SigningKeyOptions {
-  /** A private JWK (with `kid` and `alg`), as `fabric keys generate` writes it. */
-  jwk: JWK;
+  /** A private JWK (with `kid` and `alg`), as `fabric keys generate` writes it; or `keyFile`. */
+  jwk?: JWK;
+  /** Where that JWK is kept: read again whenever the file changes, so a rotated key is used without a restart. */
+  keyFile?: SigningKeyFile;
   /** `iss` of the tokens; verifiers expect the same. */
   issuer: string;
   /** The service the tokens speak for: `sub` is `nodefabric-<service>` unless `subject` says otherwise. */
@@ -107,20 +136,86 @@ export function readSigningKey(file: string): JWK {
   return jwk;
 }
 
-/** Mints short-lived tokens with a local signing key. */
+/** A private key and its imported form. */
+interface LoadedKey {
+  jwk: JWK;
+  key: Promise<CryptoKey | Uint8Array>;
+}
+
+function loaded(jwk: JWK): LoadedKey {
+  const key = importJWK(jwk, jwk.alg);
+  key.catch(() => undefined);
+  return { jwk, key };
+}
+
+/**
+ * A signing key file (a private JWK), read again as soon as it changes: one stat per use, so every token minted after
+ * `fabric keys generate --rotate` has replaced the file carries the new key. Shared by the services of a process.
+ */
+export class SigningKeyFile {
+  private current: LoadedKey;
+  private stamp: string;
+
+  constructor(readonly file: string) {
+    this.stamp = this.stat();
+    this.current = loaded(readSigningKey(file));
+  }
+
+  private stat(): string {
+    const st = statSync(this.file);
+    return `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  }
+
+  /** The key in the file now; while the file cannot be read (being replaced by hand), the last good one. */
+  get(): LoadedKey {
+    try {
+      const stamp = this.stat();
+      if (stamp !== this.stamp) {
+        const jwk = readSigningKey(this.file);
+        this.stamp = stamp;
+        if (jwk.kid !== this.current.jwk.kid || jwk.d !== this.current.jwk.d) this.current = loaded(jwk);
+      }
+    } catch {
+      // Keep signing with the last good key; the file is looked at again on the next use.
+    }
+    return this.current;
+  }
+}
+
+/**
+ * Mints short-lived tokens with a local signing key. A token for an executor call names that executor
+ * (EXECUTOR_BINDING_CLAIM), so it is good at that executor alone.
+ */
 export class SignedServiceTokens extends CachedServiceTokens {
-  private key?: Promise<CryptoKey | Uint8Array>;
+  private readonly fixed?: LoadedKey;
 
   constructor(private readonly o: SigningKeyOptions) {
     super();
+    if (!o.keyFile) {
+      if (!o.jwk) throw new Error("SignedServiceTokens needs a jwk or a keyFile");
+      this.fixed = loaded(o.jwk);
+    }
   }
 
-  protected async issue(target: ServiceName): Promise<Issued> {
-    const { jwk } = this.o;
-    this.key ??= importJWK(jwk, jwk.alg);
+  private signingKey(): LoadedKey {
+    return this.o.keyFile ? this.o.keyFile.get() : this.fixed!;
+  }
+
+  protected override currentKid(): string | undefined {
+    return this.signingKey().jwk.kid;
+  }
+
+  protected override bindsExecutors(): boolean {
+    return true;
+  }
+
+  protected async issue(target: ServiceName, executor?: string): Promise<Issued> {
+    const { jwk, key } = this.signingKey();
     const ttl = this.o.ttlSeconds ?? 300;
     const now = clock.now();
-    const token = await new SignJWT({ scope: outboundScopes(this.o.service, target).join(" ") })
+    const claims: Record<string, unknown> = { scope: outboundScopes(this.o.service, target).join(" ") };
+    if (executor !== undefined) claims[EXECUTOR_BINDING_CLAIM] = executor;
+    const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: jwk.alg!, kid: jwk.kid, typ: this.o.typ ?? "at+jwt" })
       .setIssuer(this.o.issuer)
       .setSubject(this.o.subject ?? `nodefabric-${this.o.service}`)
@@ -128,8 +223,8 @@ export class SignedServiceTokens extends CachedServiceTokens {
       .setIssuedAt(Math.floor(now / 1000))
       .setExpirationTime(Math.floor(now / 1000) + ttl)
       .setJti(randomUUID())
-      .sign(await this.key);
-    return { token, expiresAt: now + ttl * 1000 };
+      .sign(await key);
+    return { token, expiresAt: now + ttl * 1000, kid: jwk.kid };
   }
 }
 
@@ -148,7 +243,10 @@ export interface ClientCredentialsOptions {
   timeoutMs?: number;
 }
 
-/** Obtains tokens with the OAuth2 client credentials grant (RFC 6749 §4.4). */
+/**
+ * Obtains tokens with the OAuth2 client credentials grant (RFC 6749 §4.4). The identity provider writes the claims,
+ * so a token for an executor is not bound to one (docs/auth.md, "Executor binding").
+ */
 export class ClientCredentialsServiceTokens extends CachedServiceTokens {
   constructor(private readonly o: ClientCredentialsOptions) {
     super();

@@ -1,16 +1,17 @@
 /**
  * Inbound authentication and authorization, the same for every service: bearer JWTs verified against the JWKS for
  * this service's audience, the scope each route needs (ROUTE_ACCESS), assignment tokens at the coordinator, and the
- * caller identity a gateway passes on. The verified principal is `req.principal`.
+ * caller identity a gateway passes on, and, at an executor, the executor a token is bound to. The verified principal
+ * is `req.principal`.
  */
 import fp from "fastify-plugin";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { FabricError } from "./errors.js";
 import { PUBLIC_ROUTES, ROUTE_ACCESS, audienceOf, contractPath, grants, type RouteAccess } from "./auth-scopes.js";
 import { unauthenticated, type TokenVerifier } from "./token-verifier.js";
-import type { ServiceName } from "./service.js";
+import type { ServiceName } from "./service-names.js";
 import type { ServiceLimits } from "./edge.js";
-import type { ServiceTokens } from "../clients/service-tokens.js";
+import { EXECUTOR_BINDING_CLAIM, executorBinding, type ServiceTokens } from "./outbound-tokens.js";
 
 export const AUTH_MODES = ["required", "optional", "disabled"] as const;
 /** `required`: every request needs a valid token. `optional`: a request without one is anonymous. `disabled`: none checked. */
@@ -54,6 +55,11 @@ export interface InboundAuthOptions {
   assignments?: AssignmentVerifier;
   /** Accept a caller identity in CALLER_HEADER from tokens holding `identity:delegate` (the coordinator). */
   delegation?: boolean;
+  /**
+   * At an executor, the base URLs it is known at (besides the address it listens on, and the endpoint it registers):
+   * a token bound to an executor (EXECUTOR_BINDING_CLAIM) is accepted only when it names one of them.
+   */
+  executorEndpoints?: readonly string[];
 }
 
 declare module "fastify" {
@@ -84,11 +90,29 @@ function decodeCaller(value: string, via: string | undefined): Principal {
     throw new FabricError("invalid_request", `the ${CALLER_HEADER} header is not a caller this fabric encoded`);
   }
   if (c.anonymous === true) return { ...ANONYMOUS, via };
+  // As for a token's claims: what is present must be readable, or the caller is refused rather than read as "none".
+  for (const k of ["sub", "iss", "tenant_id"] as const) {
+    if (c[k] !== undefined && (typeof c[k] !== "string" || c[k] === "")) throw new FabricError("invalid_request", `the ${CALLER_HEADER} header names a caller whose ${k} is not a non-empty string`);
+  }
+  if (c.scope !== undefined && typeof c.scope !== "string") throw new FabricError("invalid_request", `the ${CALLER_HEADER} header names a caller whose scope is not a string`);
   const p: Principal = { kind: "token", scopes: new Set(typeof c.scope === "string" ? c.scope.split(" ").filter(Boolean) : []), via };
   if (typeof c.sub === "string") p.sub = c.sub;
   if (typeof c.iss === "string") p.iss = c.iss;
   if (typeof c.tenant_id === "string") p.tenant_id = c.tenant_id;
   return p;
+}
+
+/** The executor endpoints each executor's instance answers at (see bindExecutorEndpoint). */
+const executorEndpoints = new WeakMap<FastifyInstance, Set<string>>();
+
+const isExecutor = (service: ServiceName) => service === "atomic-executor" || service === "composite-executor";
+
+/**
+ * Tells an executor's auth one more base URL it is reached at (the endpoint it registers in the directory), so it
+ * accepts tokens bound to it there. Call it with the instance authentication was installed on.
+ */
+export function bindExecutorEndpoint(app: FastifyInstance, endpoint: string): void {
+  executorEndpoints.get(app)?.add(executorBinding(endpoint));
 }
 
 function forbidden(message: string, realm: string, scope?: string): FabricError {
@@ -129,6 +153,18 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
 
   app.decorateRequest("principal", undefined);
   if (o.mode === "disabled") return;
+  // An executor knows where it is reached: the configured endpoints, the address it listens on, and the endpoint it
+  // registers (bindExecutorEndpoint). A token bound to any other executor was stolen from it.
+  const ownEndpoints = new Set((o.executorEndpoints ?? []).map(executorBinding));
+  if (isExecutor(o.service)) {
+    executorEndpoints.set(app, ownEndpoints);
+    app.addHook("onListen", async () => {
+      const addr = app.server.address();
+      if (typeof addr !== "object" || addr === null) return;
+      const host = addr.address === "0.0.0.0" || addr.address === "::" ? "127.0.0.1" : addr.address;
+      ownEndpoints.add(executorBinding(`http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`));
+    });
+  }
   // Every route states its scope in the one table; a route missing there stops the start instead of going unguarded.
   app.addHook("onRoute", (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
@@ -143,6 +179,12 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
       return { kind: "assignment", sub: `node-run:${assignment.node_run_id}`, scopes: new Set(), assignment };
     }
     const v = await o.verifier!.verify(token, audience);
+    if (v.executor_endpoint !== undefined) {
+      if (!isExecutor(o.service)) throw unauthenticated(`the token is bound to the executor at ${v.executor_endpoint} (${EXECUTOR_BINDING_CLAIM}), and this service is not an executor`, realm);
+      if (!ownEndpoints.has(executorBinding(v.executor_endpoint))) {
+        throw unauthenticated(`the token is bound to another executor (${EXECUTOR_BINDING_CLAIM} ${v.executor_endpoint}), not to this one`, realm);
+      }
+    }
     const p: Principal = { kind: "token", iss: v.iss, scopes: v.scopes };
     if (v.sub !== undefined) p.sub = v.sub;
     if (v.tenant_id !== undefined) p.tenant_id = v.tenant_id;

@@ -3,9 +3,12 @@
  * `assignment_token` may use, and the scopes each service's own outbound tokens carry. docs/auth.md shows the same
  * table; a test keeps the two equal, and a service refuses to start with a route this table does not cover.
  */
-import type { ServiceName } from "./service.js";
+import type { ServiceName } from "./service-names.js";
 
-/** The scopes of CONTRACT.md ("Authentication"), plus `identity:delegate` (a NodeFabric extension, see below). */
+/**
+ * The scopes of CONTRACT.md ("Authentication"), plus two NodeFabric extensions meant for service identities only:
+ * `identity:delegate` and `executors:register` (SERVICE_ONLY_SCOPES).
+ */
 export const SCOPES = [
   "runs:write",
   "runs:read",
@@ -18,8 +21,17 @@ export const SCOPES = [
   "approvals:write",
   // Lets a service token pass on the identity of the caller it acts for (the gateway, in `x-nodefabric-caller`).
   "identity:delegate",
+  // Lets an executor enter itself in the registry's executor directory: the coordinator sends it the inputs of every
+  // NodeRun of the node types it names, and its own token.
+  "executors:register",
 ] as const;
 export type Scope = (typeof SCOPES)[number];
+
+/**
+ * Scopes for the fabric's own services, not for people: `fabric token mint` refuses them without
+ * `--allow-service-scopes`. A client holding one could act for any caller, or receive other tenants' inputs.
+ */
+export const SERVICE_ONLY_SCOPES: ReadonlySet<Scope> = new Set<Scope>(["identity:delegate", "executors:register"]);
 
 /** The `aud` a token must carry to be accepted by a service. */
 export function audienceOf(service: ServiceName): string {
@@ -78,8 +90,9 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
     { method: "POST", path: "/v1/node-types", scope: "node-types:write" },
     { method: "GET", path: "/v1/node-types/{node_type_id}", scope: "node-types:read" },
     { method: "GET", path: "/v1/node-types/{node_type_id}/versions", scope: "node-types:read" },
-    // The executor directory: an executor announcing what it serves writes to the catalogue.
-    { method: "PUT", path: "/v1/executors/{executor_instance_id}", scope: "node-types:write" },
+    // The executor directory: whoever is listed there is sent the inputs of every NodeRun of its node types, so
+    // entering it takes a scope of its own, for the executors' service identities.
+    { method: "PUT", path: "/v1/executors/{executor_instance_id}", scope: "executors:register" },
     { method: "GET", path: "/v1/executors", scope: "node-types:read" },
   ],
   selection: [
@@ -102,7 +115,7 @@ export function grants(scopes: ReadonlySet<string>, needed: string): boolean {
 
 /**
  * The scopes a service's own token for `target` carries: what that service needs of the target, and no more.
- * Only the gateway may pass on its caller's identity.
+ * Only the gateway may pass on its caller's identity; only the executors publish node types and register themselves.
  */
 export function outboundScopes(from: ServiceName, target: ServiceName): Scope[] {
   const needed = new Set<Scope>();
@@ -111,6 +124,11 @@ export function outboundScopes(from: ServiceName, target: ServiceName): Scope[] 
     // Composite executors reach the coordinator with assignment tokens, never with their own.
     needed.delete("node-runs:write");
     if (from === "run-gateway") needed.add("identity:delegate");
+  }
+  if (target === "node-registry" && from !== "atomic-executor" && from !== "composite-executor") {
+    // The coordinator and Selection only read the catalogue.
+    needed.delete("node-types:write");
+    needed.delete("executors:register");
   }
   return [...needed].sort();
 }

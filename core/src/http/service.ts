@@ -12,18 +12,10 @@ import { SERVICE_VERSION } from "../version.js";
 import { clock } from "../clock.js";
 import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
 import { audienceOf } from "./auth-scopes.js";
+import type { ServiceName } from "./service-names.js";
 
-/** The seven services of the v1 contract, in port order. */
-export const SERVICE_NAMES = [
-  "run-gateway",
-  "run-coordinator",
-  "atomic-executor",
-  "composite-executor",
-  "node-registry",
-  "selection",
-  "pdp",
-] as const;
-export type ServiceName = (typeof SERVICE_NAMES)[number];
+// The service names live in a file of their own, so that the auth files need not import this one (no import loop).
+export { SERVICE_NAMES, type ServiceName } from "./service-names.js";
 
 export type HealthStatus = "ok" | "degraded" | "down";
 export interface HealthCheck {

@@ -2,13 +2,15 @@
  * Verifies bearer JWTs with jose against a JWKS (a URL, OIDC discovery, or a local file): an explicit allow-list of
  * algorithms, `iss`, the service's `aud`, `exp` (required) and `nbf` with a clock tolerance, and `typ` when asked.
  * Every refusal is a 401 `unauthenticated` whose message says exactly what was wrong; keys that cannot be fetched
- * are a 503, because the caller did nothing wrong.
+ * are a 503, because the caller did nothing wrong. The claims this fabric reads (`sub`, `tenant_id`, `scope`, `scp`,
+ * `executor_endpoint`) fail closed: one that is present with the wrong type is a 401, never read as absent.
  */
 import { readFileSync, statSync } from "node:fs";
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
   errors as joseErrors,
+  jwksCache,
   jwtVerify,
   type JSONWebKeySet,
   type JWTPayload,
@@ -16,6 +18,7 @@ import {
 } from "jose";
 import { request } from "undici";
 import { FabricError } from "./errors.js";
+import { EXECUTOR_BINDING_CLAIM } from "./outbound-tokens.js";
 import { clock } from "../clock.js";
 
 /** Algorithms accepted when none are configured: asymmetric only, so a public key can never serve as a secret. */
@@ -40,6 +43,8 @@ export interface TokenVerifierOptions {
   cooldownMs?: number;
   /** Time allowed for fetching keys or the discovery document, in ms (default 5 s). */
   timeoutMs?: number;
+  /** How often a JWKS file is looked at for changes, in ms (default 1 s): a key removed from it stops working by then. */
+  fileCheckIntervalMs?: number;
 }
 
 /** What a verified token says about its bearer. */
@@ -48,6 +53,8 @@ export interface VerifiedToken {
   sub?: string;
   tenant_id?: string;
   scopes: ReadonlySet<string>;
+  /** The executor the token is bound to (EXECUTOR_BINDING_CLAIM), when it is. */
+  executor_endpoint?: string;
   /** Expiry, in ms since the epoch. */
   expiresAt: number;
   claims: JWTPayload;
@@ -69,60 +76,90 @@ function keysUnavailable(err: unknown): never {
   throw new KeysUnavailable(`the signing keys could not be fetched: ${(err as Error).message}`, { cause: err });
 }
 
+/** Where verification keys come from, and a number that changes whenever they do. */
+interface KeySet {
+  getKey: JWTVerifyGetKey;
+  /** Changes when the keys change; a token verified under another generation is verified again. */
+  generation(): number;
+}
+
 /**
- * A JWKS file, read again when it changes: a new `kid` is picked up at once (an unknown kid costs one stat, not a
- * read), a removed one within cacheMaxAge.
+ * A JWKS file, looked at again (one stat) at most every `checkIntervalMs` and at once for an unknown `kid`, and read
+ * again when it changed: a new key is picked up at once, a removed one stops working within the interval.
  */
-function fileKeySet(file: string, cacheMaxAgeMs: number): JWTVerifyGetKey {
+function fileKeySet(file: string, checkIntervalMs: number): KeySet {
   let local: JWTVerifyGetKey;
-  let mtime = -1;
+  let stamp = "";
+  let text = "";
+  let generation = 0;
   let checkedAt = 0;
   const load = (initial: boolean) => {
     checkedAt = clock.now();
     try {
       const st = statSync(file);
-      if (st.mtimeMs === mtime) return;
-      const jwks = JSON.parse(readFileSync(file, "utf8")) as JSONWebKeySet;
+      const now = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+      if (now === stamp) return;
+      const read = readFileSync(file, "utf8");
+      stamp = now;
+      if (read === text) return;
+      const jwks = JSON.parse(read) as JSONWebKeySet;
       local = createLocalJWKSet(jwks);
-      mtime = st.mtimeMs;
+      text = read;
+      generation++;
     } catch (err) {
-      // At start a bad file stops the service; later, the keys already loaded stay in use.
+      // At start a bad file stops the service; later (a file being replaced by hand), the keys already loaded stay
+      // in use, and the file is read again at the next look.
+      stamp = "";
       if (initial) throw new Error(`cannot use the JWKS file ${file}: ${(err as Error).message}`);
     }
   };
+  const fresh = () => {
+    if (clock.now() - checkedAt >= checkIntervalMs) load(false);
+  };
   load(true);
-  return async (header, token) => {
-    if (clock.now() - checkedAt > cacheMaxAgeMs) load(false);
-    try {
-      return await local(header, token);
-    } catch (err) {
-      if (err instanceof joseErrors.JWKSNoMatchingKey) {
-        const before = local;
-        load(false);
-        if (local !== before) return local(header, token);
+  return {
+    getKey: async (header, token) => {
+      fresh();
+      try {
+        return await local(header, token);
+      } catch (err) {
+        if (err instanceof joseErrors.JWKSNoMatchingKey) {
+          const before = generation;
+          load(false);
+          if (generation !== before) return local(header, token);
+        }
+        throw err;
       }
-      throw err;
-    }
+    },
+    generation: () => {
+      fresh();
+      return generation;
+    },
   };
 }
 
-function remoteKeySet(url: string, o: Required<Pick<TokenVerifierOptions, "cacheMaxAgeMs" | "cooldownMs" | "timeoutMs">>): JWTVerifyGetKey {
+function remoteKeySet(url: string, o: Required<Pick<TokenVerifierOptions, "cacheMaxAgeMs" | "cooldownMs" | "timeoutMs">>): KeySet {
   // Built once: jose caches the set, refetches after cacheMaxAge, and on an unknown kid once the cooldown has passed.
-  const remote = createRemoteJWKSet(new URL(url), { cacheMaxAge: o.cacheMaxAgeMs, cooldownDuration: o.cooldownMs, timeoutDuration: o.timeoutMs });
-  return async (header, token) => {
-    try {
-      return await remote(header, token);
-    } catch (err) {
-      if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
-      if (err instanceof joseErrors.JOSENotSupported) throw err;
-      return keysUnavailable(err);
-    }
+  // It records each successful fetch in `cache.uat`, which serves as the generation.
+  const cache: { uat?: number } = {};
+  const remote = createRemoteJWKSet(new URL(url), { cacheMaxAge: o.cacheMaxAgeMs, cooldownDuration: o.cooldownMs, timeoutDuration: o.timeoutMs, [jwksCache]: cache as Record<string, never> });
+  return {
+    getKey: async (header, token) => {
+      try {
+        return await remote(header, token);
+      } catch (err) {
+        if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err;
+        if (err instanceof joseErrors.JOSENotSupported) throw err;
+        return keysUnavailable(err);
+      }
+    },
+    generation: () => cache.uat ?? 0,
   };
 }
 
 interface Discovered {
   issuer: string;
-  keys: JWTVerifyGetKey;
+  keys: KeySet;
 }
 
 /** Verifies tokens for any of the services of this process; each call names the audience it needs. */
@@ -132,12 +169,15 @@ export class TokenVerifier {
   private readonly cacheMaxAgeMs: number;
   private readonly cooldownMs: number;
   private readonly timeoutMs: number;
-  private keys?: JWTVerifyGetKey;
+  private keys?: KeySet;
   private issuer?: string;
   private discovery?: Promise<Discovered>;
   private discoveryFailedAt = 0;
-  /** Tokens already verified, until they expire or the key cache would be refreshed (whichever is first). */
-  private readonly verified = new Map<string, { token: VerifiedToken; until: number }>();
+  /**
+   * Tokens already verified, until they expire, a minute has passed, or the keys change (the generation of the key
+   * set they were verified under), whichever is first: a key removed from the JWKS takes its tokens along.
+   */
+  private readonly verified = new Map<string, { token: VerifiedToken; until: number; keys: KeySet; generation: number }>();
 
   constructor(private readonly o: TokenVerifierOptions) {
     this.algorithms = [...(o.algorithms ?? DEFAULT_ALGORITHMS)];
@@ -151,7 +191,7 @@ export class TokenVerifier {
     this.issuer = o.issuer;
     const opts = { cacheMaxAgeMs: this.cacheMaxAgeMs, cooldownMs: this.cooldownMs, timeoutMs: this.timeoutMs };
     if ("jwksUrl" in o.keys) this.keys = remoteKeySet(o.keys.jwksUrl, opts);
-    else if ("jwksFile" in o.keys) this.keys = fileKeySet(o.keys.jwksFile, this.cacheMaxAgeMs);
+    else if ("jwksFile" in o.keys) this.keys = fileKeySet(o.keys.jwksFile, o.fileCheckIntervalMs ?? 1_000);
     if (!("oidcDiscoveryUrl" in o.keys) && !this.issuer) throw new Error("auth.issuer is required to verify tokens (only OIDC discovery can find it)");
   }
 
@@ -190,7 +230,7 @@ export class TokenVerifier {
     const now = clock.now();
     const hit = this.verified.get(cacheKey);
     if (hit) {
-      if (now < hit.until) return hit.token;
+      if (now < hit.until && hit.keys.generation() === hit.generation) return hit.token;
       this.verified.delete(cacheKey);
     }
     let keys = this.keys;
@@ -201,7 +241,8 @@ export class TokenVerifier {
         keys = d.keys;
         issuer = this.o.issuer ?? d.issuer;
       }
-      const { payload } = await jwtVerify(token, keys, {
+      const generation = keys.generation();
+      const { payload } = await jwtVerify(token, keys.getKey, {
         algorithms: this.algorithms,
         issuer,
         audience,
@@ -210,11 +251,12 @@ export class TokenVerifier {
         typ: this.o.typ,
         currentDate: new Date(now),
       });
-      const verified = toVerified(payload);
+      const verified = toVerified(payload, audience);
       // Cached no longer than the keys are: a key removed from the JWKS stops working as soon as it would anyway.
       const until = Math.min(verified.expiresAt + this.toleranceS * 1000, now + Math.min(this.cacheMaxAgeMs, 60_000));
       if (this.verified.size >= 10_000) this.verified.delete(this.verified.keys().next().value as string);
-      this.verified.set(cacheKey, { token: verified, until });
+      // Remembered under the generation the keys had before the check: had they changed during it, it is checked again.
+      this.verified.set(cacheKey, { token: verified, until, keys, generation });
       return verified;
     } catch (err) {
       throw refusal(err, audience, issuer);
@@ -222,21 +264,50 @@ export class TokenVerifier {
   }
 }
 
-function scopesOf(payload: JWTPayload): Set<string> {
+/** A claim that is present but cannot be read: the token is refused, never read as if the claim were absent. */
+function badClaim(claim: string, expected: string, realm: string): FabricError {
+  return unauthenticated(`the token's ${claim} claim must be ${expected} when present`, realm);
+}
+
+/** A claim that, when present, must be a non-empty string. */
+function optionalString(payload: JWTPayload, claim: string, realm: string): string | undefined {
+  if (!Object.prototype.hasOwnProperty.call(payload, claim)) return undefined;
+  const v = payload[claim];
+  if (typeof v !== "string" || v === "") throw badClaim(claim, "a non-empty string", realm);
+  return v;
+}
+
+/** `scope` is a space-separated string (RFC 8693); `scp` a string or an array of strings. Anything else is refused. */
+function scopesOf(payload: JWTPayload, realm: string): Set<string> {
   const out = new Set<string>();
-  const add = (v: unknown) => {
-    const list = typeof v === "string" ? v.split(" ") : Array.isArray(v) ? v : [];
-    for (const s of list) if (typeof s === "string" && s !== "") out.add(s);
+  const add = (claim: "scope" | "scp", allowArray: boolean) => {
+    if (!Object.prototype.hasOwnProperty.call(payload, claim)) return;
+    const v = payload[claim];
+    if (typeof v === "string") {
+      for (const s of v.split(" ")) if (s !== "") out.add(s);
+      return;
+    }
+    if (allowArray && Array.isArray(v) && v.every((s) => typeof s === "string")) {
+      for (const s of v as string[]) for (const part of s.split(" ")) if (part !== "") out.add(part);
+      return;
+    }
+    throw badClaim(claim, allowArray ? "a space-separated string or an array of strings" : "a space-separated string", realm);
   };
-  add(payload.scope);
-  add(payload.scp);
+  // Some providers send `scope` as an array as well; it is read like `scp`.
+  add("scope", true);
+  add("scp", true);
   return out;
 }
 
-function toVerified(payload: JWTPayload): VerifiedToken {
-  const v: VerifiedToken = { iss: payload.iss!, scopes: scopesOf(payload), expiresAt: payload.exp! * 1000, claims: payload };
-  if (typeof payload.sub === "string" && payload.sub !== "") v.sub = payload.sub;
-  if (typeof payload.tenant_id === "string" && payload.tenant_id !== "") v.tenant_id = payload.tenant_id;
+function toVerified(payload: JWTPayload, realm: string): VerifiedToken {
+  const v: VerifiedToken = { iss: payload.iss!, scopes: scopesOf(payload, realm), expiresAt: payload.exp! * 1000, claims: payload };
+  const sub = optionalString(payload, "sub", realm);
+  if (sub !== undefined) v.sub = sub;
+  // A tenant that cannot be read must not become "no tenant", which sees every tenant's runs.
+  const tenant = optionalString(payload, "tenant_id", realm);
+  if (tenant !== undefined) v.tenant_id = tenant;
+  const executor = optionalString(payload, EXECUTOR_BINDING_CLAIM, realm);
+  if (executor !== undefined) v.executor_endpoint = executor;
   return v;
 }
 

@@ -1,13 +1,15 @@
 /**
  * Announces an executor to the Node Registry: publishes every node type it serves (POST /v1/node-types), then registers
  * itself (PUT /v1/executors/{id}). Runs in the background with backoff, because the registry may come up later;
- * listening never waits for it.
+ * listening never waits for it. Registering takes `executors:register`, a scope of the executors' own service tokens;
+ * the endpoint registered is also the one the executor's auth accepts tokens bound to (bindExecutorEndpoint).
  */
 import { hostname } from "node:os";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { NodeType } from "@nodefabric/schemas";
 import { FabricError } from "../../http/errors.js";
 import type { HealthCheck } from "../../http/service.js";
+import { bindExecutorEndpoint } from "../../http/auth-plugin.js";
 import { bearerHeaders, type ServiceTokens } from "../../clients/service-tokens.js";
 import { RegistryClient, type ExecutorRegistration } from "../../clients/registry-client.js";
 
@@ -66,6 +68,11 @@ export class RegistryRegistration {
     this.executorInstanceId = this.options.executorInstanceId ?? `${this.options.kind}-${safeHost}-${address.port}`;
     this.phase = "pending";
     this.loop = this.run();
+  }
+
+  /** The base URL this executor registers, once it listens. */
+  get advertisedEndpoint(): string | undefined {
+    return this.endpoint;
   }
 
   /** Resolves when registration ended, successfully or not (tests and the CLI). */
@@ -178,6 +185,8 @@ export function registerOnListen(app: FastifyInstance, options: Omit<Registratio
   app.addHook("onListen", async () => {
     const addr = app.server.address();
     if (typeof addr === "object" && addr) registration.start({ host: addr.address, port: addr.port });
+    // The coordinator calls this executor at the endpoint it registers, with tokens bound to that endpoint.
+    if (registration.advertisedEndpoint) bindExecutorEndpoint(app, registration.advertisedEndpoint);
   });
   return registration;
 }

@@ -1,0 +1,97 @@
+import { describe, it, expect } from "vitest";
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+// ARCHITECTURE.md, "Layering inside core": each floor imports only from the floors below it, and no two files import
+// each other, directly or through a loop. This walks every relative import (type-only and re-exports included) of
+// core/src.
+const SRC = fileURLToPath(new URL("../src", import.meta.url));
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = path.join(dir, name);
+    if (statSync(p).isDirectory()) return sourceFiles(p);
+    return p.endsWith(".ts") && !p.endsWith(".d.ts") ? [p] : [];
+  });
+}
+
+/** The files of core/src a file imports, by path relative to core/src. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, "utf8");
+  const specifiers = [
+    ...text.matchAll(/(?:^|[\n;])\s*(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]*?\s+from\s+)?["']([^"']+)["']/g),
+    ...text.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g),
+  ].map((m) => m[1]!);
+  const out: string[] = [];
+  for (const spec of specifiers) {
+    if (!spec.startsWith(".")) continue;
+    const base = path.resolve(path.dirname(file), spec).replace(/\.js$/, "");
+    const target = [`${base}.ts`, path.join(base, "index.ts")].find((p) => existsSync(p));
+    if (target) out.push(path.relative(SRC, target));
+  }
+  return out;
+}
+
+const graph = new Map(sourceFiles(SRC).map((f) => [path.relative(SRC, f), importsOf(f)]));
+
+/** Every import loop, each as the path of files that closes it. */
+function cycles(): string[][] {
+  const found: string[][] = [];
+  const state = new Map<string, "open" | "done">();
+  const stack: string[] = [];
+  const visit = (f: string) => {
+    state.set(f, "open");
+    stack.push(f);
+    for (const t of graph.get(f) ?? []) {
+      if (state.get(t) === "open") found.push([...stack.slice(stack.indexOf(t)), t]);
+      else if (!state.has(t)) visit(t);
+    }
+    stack.pop();
+    state.set(f, "done");
+  };
+  for (const f of graph.keys()) if (!state.has(f)) visit(f);
+  return found;
+}
+
+const importsFrom = (from: string, to: string) =>
+  [...graph].flatMap(([f, ts]) => (f.startsWith(`${from}/`) ? ts.filter((t) => t.startsWith(`${to}/`)).map((t) => `${f} -> ${t}`) : []));
+
+describe("layering inside core", () => {
+  it("reads the imports of core/src (the walk itself works)", () => {
+    expect(graph.size).toBeGreaterThan(50);
+    expect(graph.get("fabric.ts")).toContain("fabric-security.ts");
+    expect(graph.get("http/service.ts")).toContain("http/errors.ts");
+  });
+
+  it("http/ never imports from clients/ (http/ is the lower floor)", () => {
+    expect(importsFrom("http", "clients")).toEqual([]);
+  });
+
+  it("has no import loop: no two files import each other, directly or through others", () => {
+    expect(cycles().map((c) => c.join(" -> "))).toEqual([]);
+  });
+
+  it("the engine does not import from services/", () => {
+    expect(importsFrom("engine", "services")).toEqual([]);
+  });
+
+  it("no floor imports from a floor above it", () => {
+    // 1 cli, testing; 2 fabric.ts; 3 services; 4 engine, clients; 5 store, http, sdk. Files at the top level other
+    // than fabric.ts are helpers shared by every floor, and are not checked here.
+    const floor = (f: string): number | undefined => {
+      const top = f.split("/")[0]!;
+      if (top === "cli" || top === "testing") return 1;
+      if (f === "fabric.ts") return 2;
+      if (top === "services") return 3;
+      if (top === "engine" || top === "clients") return 4;
+      if (top === "store" || top === "http" || top === "sdk") return 5;
+      return undefined;
+    };
+    const upward = [...graph].flatMap(([f, ts]) => {
+      const a = floor(f);
+      return a === undefined ? [] : ts.filter((t) => (floor(t) ?? 99) < a).map((t) => `${f} -> ${t}`);
+    });
+    expect(upward).toEqual([]);
+  });
+});
