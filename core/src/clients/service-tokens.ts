@@ -79,8 +79,8 @@ abstract class CachedServiceTokens implements ServiceTokens {
     const fresh = entry;
     return this.renew(target, bound, fresh).then((t) => {
       // Begun before the signing key changed: mint once more with the new one.
-      const now = this.currentKid();
-      if (now === undefined || t.kid === now) return t.token;
+      const latest = this.currentKid();
+      if (latest === undefined || t.kid === latest) return t.token;
       return this.renew(target, bound, fresh).then((again) => again.token);
     });
   }
