@@ -3,7 +3,7 @@
  * JSON in and out, and non-2xx answers turned back into FabricErrors from their ErrorEnvelope.
  */
 import { Pool, type Dispatcher } from "undici";
-import { FabricError, NOT_JSON, type ErrorBody, type RequestErrorCode, ERROR_STATUS } from "../http/errors.js";
+import { FabricError, NOT_JSON, TOO_LARGE, type ErrorBody, type RequestErrorCode, ERROR_STATUS } from "../http/errors.js";
 
 export interface HttpClientOptions {
   /** Connections kept to the base URL (default 64). */
@@ -14,7 +14,12 @@ export interface HttpClientOptions {
   bodyTimeoutMs?: number;
   /** Headers sent on every request (auth and tracing come through here). */
   headers?: () => Record<string, string> | Promise<Record<string, string>>;
+  /** The largest answer body read, in bytes (default 32 MiB): a peer cannot make this process hold more. */
+  maxResponseBytes?: number;
 }
+
+/** The default bound on an answer's body. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
@@ -35,6 +40,7 @@ export class HttpClient {
   readonly baseUrl: string;
   private readonly pool: Pool;
   private readonly extraHeaders?: HttpClientOptions["headers"];
+  private readonly maxResponseBytes: number;
 
   constructor(baseUrl: string, options: HttpClientOptions = {}) {
     const u = new URL(baseUrl);
@@ -47,6 +53,32 @@ export class HttpClient {
       keepAliveTimeout: 10_000,
     });
     this.extraHeaders = options.headers;
+    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  }
+
+  /** Reads an answer's body as text, refusing one larger than `maxResponseBytes` without holding it. */
+  private async readBody(res: Dispatcher.ResponseData): Promise<string> {
+    const limit = this.maxResponseBytes;
+    const tooLarge = () => {
+      res.body.destroy();
+      return new FabricError("upstream_unavailable", `${this.baseUrl} answered ${res.statusCode} with a body larger than ${limit} bytes`, {
+        retryable: false,
+        details: { status: res.statusCode, reason: TOO_LARGE, limit },
+      });
+    };
+    const declared = Number(res.headers["content-length"]);
+    if (Number.isFinite(declared) && res.headers["content-length"] !== undefined) {
+      if (declared > limit) throw tooLarge();
+      return res.body.text();
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).length;
+      if (size > limit) throw tooLarge();
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks).toString("utf8");
   }
 
   private async buildHeaders(extra?: Record<string, string>, hasBody?: boolean): Promise<Record<string, string>> {
@@ -81,7 +113,7 @@ export class HttpClient {
     } catch (err) {
       throw transportError(this.baseUrl, err);
     }
-    const text = await res.body.text();
+    const text = await this.readBody(res);
     let parsed: unknown = null;
     if (text.length > 0) {
       try {

@@ -7,7 +7,7 @@
 import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, ConstraintEnvelope, FabricErrorBody, NodeType } from "@nodefabric/schemas";
 import { clock } from "../clock.js";
 import { validatorFor } from "@nodefabric/schemas";
-import { FabricError, isNonJsonSuccess } from "../http/errors.js";
+import { FabricError, isMalformedSuccess } from "../http/errors.js";
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
 import { backoffMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
@@ -173,8 +173,8 @@ export class Dispatcher {
       }
     } catch (err) {
       const e = err as FabricError;
-      if (isNonJsonSuccess(e)) {
-        failure = protocolError(`the executor at ${endpoint} answered with a body that is not JSON`);
+      if (isMalformedSuccess(e)) {
+        failure = protocolError(`the executor at ${endpoint} answered with a body that is not JSON, or too large`);
       } else {
         if (!FabricError.is(e) || e.code === "upstream_unavailable") this.core.o.resolver.markUnreachable?.(endpoint);
         failure = FabricError.is(e)
@@ -232,8 +232,8 @@ export class Dispatcher {
       else failure = errorBody("executor_unavailable", res.message ?? "the composite executor did not accept the NodeRun", { retryable: true });
     } catch (err) {
       const e = err as FabricError;
-      if (isNonJsonSuccess(e)) {
-        failure = protocolError(`the composite executor at ${endpoint} answered :begin with a body that is not JSON`);
+      if (isMalformedSuccess(e)) {
+        failure = protocolError(`the composite executor at ${endpoint} answered :begin with a body that is not JSON, or too large`);
       } else if (FabricError.is(e) && e.code === "unknown_node_type") {
         failure = errorBody("unknown_node_type", e.message, { retryable: false, details: e.details });
       } else {

@@ -132,8 +132,14 @@ export function invalidRequest(message: string, errors: ValidationIssue[]): Fabr
 /** `details.reason` of the error a client raises for an answer whose body is not JSON. */
 export const NOT_JSON = "body_not_json";
 
-/** Whether an error says a peer answered 2xx with a body that is not JSON: a broken peer, not a down one. */
-export function isNonJsonSuccess(err: unknown): boolean {
+/** `details.reason` of the error a client raises for an answer whose body is larger than it reads. */
+export const TOO_LARGE = "body_too_large";
+
+/**
+ * Whether an error says a peer answered 2xx with a body that is not JSON, or too large to read: a broken peer, not
+ * a down one.
+ */
+export function isMalformedSuccess(err: unknown): boolean {
   const d = FabricError.is(err) ? (err.details as { status?: number; reason?: string } | undefined) : undefined;
-  return d?.reason === NOT_JSON && typeof d.status === "number" && d.status >= 200 && d.status < 300;
+  return (d?.reason === NOT_JSON || d?.reason === TOO_LARGE) && typeof d.status === "number" && d.status >= 200 && d.status < 300;
 }
