@@ -3,7 +3,7 @@
  * executor each call goes to, so that an executor cannot replay what it was sent against another.
  */
 import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, CompositeBeginResponse } from "@nodefabric/schemas";
-import { HttpClient } from "./http-client.js";
+import { HttpClient, MAX_EXECUTOR_ANSWER_BYTES } from "./http-client.js";
 import type { ExecutorCaller } from "../engine/run-engine.js";
 import type { AtomicExecutorApi } from "../in-process.js";
 import type { ServiceTokens } from "./service-tokens.js";
@@ -23,7 +23,7 @@ export class HttpExecutorCaller implements ExecutorCaller {
   private client(endpoint: string): HttpClient {
     let c = this.clients.get(endpoint);
     if (!c) {
-      c = new HttpClient(endpoint, { connections: 128, headersTimeoutMs: 0, bodyTimeoutMs: 0 });
+      c = new HttpClient(endpoint, { connections: 128, headersTimeoutMs: 0, bodyTimeoutMs: 0, maxResponseBytes: MAX_EXECUTOR_ANSWER_BYTES });
       this.clients.set(endpoint, c);
     }
     return c;

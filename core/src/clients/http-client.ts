@@ -14,12 +14,15 @@ export interface HttpClientOptions {
   bodyTimeoutMs?: number;
   /** Headers sent on every request (auth and tracing come through here). */
   headers?: () => Record<string, string> | Promise<Record<string, string>>;
-  /** The largest answer body read, in bytes (default 32 MiB): a peer cannot make this process hold more. */
+  /** The largest answer body read, in bytes (default 256 MiB): a peer cannot make this process hold more. */
   maxResponseBytes?: number;
 }
 
-/** The default bound on an answer's body. */
-export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/** The default bound on an answer's body: room for a registry page of large node types. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+
+/** The bound on an executor's answer: one result, whose outputs a coordinator holds and stores. */
+export const MAX_EXECUTOR_ANSWER_BYTES = 32 * 1024 * 1024;
 
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
