@@ -1,7 +1,9 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { eventually } from "./run-client.js";
 import {
+  APPROVAL_POLICY,
   ECHO,
+  MANUAL,
   FANOUT,
   NOTIFY,
   SLEEP,
@@ -9,7 +11,6 @@ import {
   expectError,
   isNodeRun,
   isRun,
-  ref,
   registerExecutor,
   sleep,
   startHardeningFabric,
@@ -25,24 +26,6 @@ import {
 
 // Issue 10, invariant 1: `require_approval` parks the work at each of the three policy checkpoints. A person then
 // approves (the work goes on) or rejects (it fails with approval_rejected).
-const MANUAL = ref("hardening.manual");
-
-const POLICY = `
-@id("allow-the-rest")
-permit(principal, action, resource);
-
-@id("approve-notify-start")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"run.start", resource == NodeFabric::NodeType::"hardening.notify");
-
-@id("approve-echo-create")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"node.run.create", resource == NodeFabric::NodeType::"demo.echo");
-
-@id("approve-sleep-execute")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"node.run.execute", resource == NodeFabric::NodeType::"demo.sleep");
-`;
 
 describe("approvals at every policy checkpoint", () => {
   let auth: TestAuth;
@@ -54,7 +37,7 @@ describe("approvals at every policy checkpoint", () => {
     auth = await startTestAuth();
     h = await startHardeningFabric({
       auth,
-      policy: POLICY,
+      policy: APPROVAL_POLICY,
       handlers: ["@nodefabric/handler-demo", "@nodefabric/handler-examples", HARDENING_HANDLERS],
       ready: ["demo.echo", "hardening.notify", "examples.fanout"],
     });

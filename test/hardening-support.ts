@@ -374,3 +374,24 @@ export function normalized(value: unknown): unknown {
   if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, normalized(v)]));
   return value;
 }
+
+/** A composite no executor of ours serves: the tests drive it by hand through a stand-in composite executor. */
+export const MANUAL = ref("hardening.manual");
+
+/** One policy with an approval at each checkpoint: run.start of hardening.notify, node.run.create of demo.echo, node.run.execute of demo.sleep. */
+export const APPROVAL_POLICY = `
+@id("allow-the-rest")
+permit(principal, action, resource);
+
+@id("approve-notify-start")
+@require_approval("true")
+permit(principal, action == NodeFabric::Action::"run.start", resource == NodeFabric::NodeType::"hardening.notify");
+
+@id("approve-echo-create")
+@require_approval("true")
+permit(principal, action == NodeFabric::Action::"node.run.create", resource == NodeFabric::NodeType::"demo.echo");
+
+@id("approve-sleep-execute")
+@require_approval("true")
+permit(principal, action == NodeFabric::Action::"node.run.execute", resource == NodeFabric::NodeType::"demo.sleep");
+`;

@@ -1,12 +1,13 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { eventually } from "./run-client.js";
 import {
+  APPROVAL_POLICY,
   ECHO,
+  MANUAL,
   FAIL,
   NOTIFY,
   SLEEP,
   expectError,
-  ref,
   registerExecutor,
   startHardeningFabric,
   startPeer,
@@ -20,24 +21,6 @@ import {
 // Issue 10, invariant 3: terminal states never change. A decision on an approval whose NodeRun has ended, a second
 // `:complete`, or an evaluation of an ended child: none of them changes a state, an output, an error or an event,
 // and a Run's state is always its root NodeRun's.
-const MANUAL = ref("hardening.manual");
-
-const POLICY = `
-@id("allow-the-rest")
-permit(principal, action, resource);
-
-@id("approve-notify-start")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"run.start", resource == NodeFabric::NodeType::"hardening.notify");
-
-@id("approve-echo-create")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"node.run.create", resource == NodeFabric::NodeType::"demo.echo");
-
-@id("approve-sleep-execute")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"node.run.execute", resource == NodeFabric::NodeType::"demo.sleep");
-`;
 
 describe("terminal states never change", () => {
   let auth: TestAuth;
@@ -46,7 +29,7 @@ describe("terminal states never change", () => {
 
   beforeAll(async () => {
     auth = await startTestAuth();
-    h = await startHardeningFabric({ auth, policy: POLICY, ready: ["demo.echo", "hardening.notify"] });
+    h = await startHardeningFabric({ auth, policy: APPROVAL_POLICY, ready: ["demo.echo", "hardening.notify"] });
     composite = await startPeer();
     await registerExecutor(h, "hardening-terminal-composite", composite.url, "composite", [
       { ...MANUAL, kind: "composite", description: "A composite the test drives through the coordinator's API" },
