@@ -3,19 +3,19 @@ import { eventually } from "./run-client.js";
 import {
   APPROVAL_POLICY,
   ECHO,
-  MANUAL,
   FANOUT,
   NOTIFY,
   SLEEP,
   HARDENING_HANDLERS,
+  closeAll,
   expectError,
   isNodeRun,
   isRun,
-  registerExecutor,
   sleep,
+  startCompositePeer,
   startHardeningFabric,
+  startManualRun,
   startObserver,
-  startPeer,
   startTestAuth,
   type HardeningFabric,
   type Json,
@@ -41,21 +41,13 @@ describe("approvals at every policy checkpoint", () => {
       handlers: ["@nodefabric/handler-demo", "@nodefabric/handler-examples", HARDENING_HANDLERS],
       ready: ["demo.echo", "hardening.notify", "examples.fanout"],
     });
-    composite = await startPeer();
-    await registerExecutor(h, "hardening-approvals-composite", composite.url, "composite", [
-      { ...MANUAL, kind: "composite", description: "A composite the test drives through the coordinator's API" },
-    ]);
+    composite = await startCompositePeer(h, "hardening-approvals-composite");
     observer = await startObserver();
   }, 60_000);
-  afterAll(async () => {
-    await h?.close();
-    await composite?.close();
-    await observer?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, composite, observer, auth));
 
-  const approve = (id: string) => h.call("POST", `${h.gw}/v1/approvals/${id}:approve`);
-  const reject = (id: string) => h.call("POST", `${h.gw}/v1/approvals/${id}:reject`);
+  const approve = (id: string) => h.approve(id);
+  const reject = (id: string) => h.reject(id);
   const hitsOf = (runId: string) => observer.hits.filter((x) => x.run_id === runId);
 
   /** Starts a run of hardening.notify, parked at run.start; checks what the client sees while it waits. */
@@ -133,16 +125,8 @@ describe("approvals at every policy checkpoint", () => {
     await h.expectRunIsRoot(runId);
   });
 
-  /** Starts a run of the hand-driven composite and returns its `:begin` (with the assignment token). */
-  async function startManual() {
-    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: MANUAL, input: {} });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const begin = await composite.beginOf(r.body.root_node_run_id);
-    const as = { authorization: `Bearer ${begin.assignment_token}` };
-    const create = (specs: Json[]) => h.call("POST", `${h.coord}/v1/node-runs`, { run_id: r.body.run_id, parent_node_run_id: r.body.root_node_run_id, node_runs: specs }, as);
-    const complete = (body: Json) => h.call("POST", `${h.coord}/v1/node-runs/${r.body.root_node_run_id}:complete`, body, as);
-    return { runId: r.body.run_id as string, rootId: r.body.root_node_run_id as string, create, complete };
-  }
+  /** Starts a run of the hand-driven composite, driven with its assignment token. */
+  const startManual = () => startManualRun(h, composite);
 
   /** Creates one demo.echo child (parked at node.run.create) and checks it waits. */
   async function parkedChild(m: Awaited<ReturnType<typeof startManual>>, inputs: Json) {
@@ -170,10 +154,7 @@ describe("approvals at every policy checkpoint", () => {
     const { childId, approvalId } = await parkedChild(m, { i: 1 });
     expect((await approve(approvalId)).status).toBe(204);
 
-    const child = await eventually(async () => {
-      const c = await h.nodeRun(childId);
-      return c.state === "completed" ? c : undefined;
-    });
+    const child = await h.nodeRunIn(childId, ["completed"]);
     expect(child.outputs).toEqual({ echo: { i: 1 } });
     const events = await h.events(m.runId);
     const resolved = events.findIndex((e) => e.type === "approval_resolved" && e.node_run_id === childId);
@@ -193,10 +174,7 @@ describe("approvals at every policy checkpoint", () => {
     const { childId, approvalId } = await parkedChild(m, { i: 2 });
     expect((await reject(approvalId)).status).toBe(204);
 
-    const child = await eventually(async () => {
-      const c = await h.nodeRun(childId);
-      return c.state === "failed" ? c : undefined;
-    });
+    const child = await h.nodeRunIn(childId, ["failed"]);
     expect(child.extensions["nodefabric.error"].code).toBe("approval_rejected");
     expect(child.outputs).toBeUndefined();
     const events = await h.events(m.runId);

@@ -6,13 +6,18 @@ import {
   ECHO,
   FANOUT,
   HARDENING_HANDLERS,
+  MANUAL,
   RUN_HANDLERS,
   SEQUENCE,
+  closeAll,
   expectError,
+  manualType,
   ref,
   registerExecutor,
   sleep,
+  startCompositePeer,
   startHardeningFabric,
+  startManualRun,
   startPeer,
   startTestAuth,
   type HardeningFabric,
@@ -23,7 +28,6 @@ import {
 
 // Issue 10, invariant 4: every budget of a run is enforced, and what the run used is shown on it as
 // extensions["nodefabric.usage"] = { steps, external_calls, cost }, durable across restarts.
-const MANUAL = ref("hardening.manual");
 const MANUAL_TIGHT = ref("hardening.manual-tight");
 const PRICED = ref("hardening.priced");
 const FLAKY = ref("fixture.flaky");
@@ -31,6 +35,12 @@ const HANDLERS = ["@nodefabric/handler-demo", "@nodefabric/handler-examples", RU
 
 const budgets = (b: Json) => ({ constraints: { budgets: b } });
 const usageOf = (run: Json) => run.extensions?.["nodefabric.usage"];
+
+function expectBudgetExceeded(run: Json, budget: string) {
+  expect(run.state, JSON.stringify(run.extensions)).toBe("failed");
+  expect(run.extensions["nodefabric.error"]).toMatchObject({ code: "budget_exceeded", details: { budget } });
+  expect(run.extensions["nodefabric.outputs"]).toBeUndefined();
+}
 
 describe("budgets of a run", () => {
   let auth: TestAuth;
@@ -41,10 +51,9 @@ describe("budgets of a run", () => {
   beforeAll(async () => {
     auth = await startTestAuth();
     h = await startHardeningFabric({ auth, handlers: HANDLERS, ready: ["demo.echo", "examples.fanout", "fixture.flaky", "hardening.costly"] });
-    composite = await startPeer();
-    await registerExecutor(h, "hardening-budgets-composite", composite.url, "composite", [
-      { ...MANUAL, kind: "composite", description: "A composite the test drives through the coordinator's API" },
-      { ...MANUAL_TIGHT, kind: "composite", description: "A hand-driven composite with a budget of its own", constraints: { budgets: { max_steps: 2 } } },
+    composite = await startCompositePeer(h, "hardening-budgets-composite", [
+      manualType(),
+      manualType({ ...MANUAL_TIGHT, description: "A hand-driven composite with a budget of its own", constraints: { budgets: { max_steps: 2 } } }),
     ]);
     // A peer executor that reports what each execution cost in the result extension, as the SDK's executor does.
     priced = await startPeer((body) => ({
@@ -60,12 +69,7 @@ describe("budgets of a run", () => {
       },
     ]);
   }, 60_000);
-  afterAll(async () => {
-    await h?.close();
-    await composite?.close();
-    await priced?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, composite, priced, auth));
 
   async function runToEnd(root: Json, input: Json, extra: Json = {}) {
     const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: root, input, ...extra }, { prefer: "wait=20" });
@@ -73,12 +77,6 @@ describe("budgets of a run", () => {
     const run = await h.ended(r.body.run_id);
     await h.expectRunIsRoot(run.run_id);
     return run;
-  }
-
-  function expectBudgetExceeded(run: Json, budget: string) {
-    expect(run.state, JSON.stringify(run.extensions)).toBe("failed");
-    expect(run.extensions["nodefabric.error"]).toMatchObject({ code: "budget_exceeded", details: { budget } });
-    expect(run.extensions["nodefabric.outputs"]).toBeUndefined();
   }
 
   // ------------------------------------------------------------------ max_steps
@@ -99,17 +97,7 @@ describe("budgets of a run", () => {
     expect(usageOf(within)).toEqual({ steps: 4, external_calls: 3, cost: 0 });
   });
 
-  async function startManual(type: Json, extra: Json = {}) {
-    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: type, input: {}, ...extra });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const begin = await composite.beginOf(r.body.root_node_run_id);
-    const as = { authorization: `Bearer ${begin.assignment_token}` };
-    return {
-      runId: r.body.run_id as string,
-      rootId: r.body.root_node_run_id as string,
-      create: (specs: Json[]) => h.call("POST", `${h.coord}/v1/node-runs`, { run_id: r.body.run_id, parent_node_run_id: r.body.root_node_run_id, node_runs: specs }, as),
-    };
-  }
+  const startManual = (type: Json, extra: Json = {}) => startManualRun(h, composite, type, extra);
 
   function expectStepsRefused(res: { status: number; body: Json }) {
     expectError(res as never, 409, "constraint_violation");
@@ -244,10 +232,7 @@ describe("budgets across a restart of the fabric", () => {
   beforeAll(async () => {
     auth = await startTestAuth();
   });
-  afterAll(async () => {
-    await h?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, auth));
 
   it("keeps counting what runs used before the restart: max_cost, max_external_calls and max_steps are not reset", async () => {
     const portBase = await freePortBase();
@@ -277,22 +262,16 @@ describe("budgets across a restart of the fabric", () => {
     h = await startHardeningFabric({ auth, portBase, dataDir, handlers: HANDLERS, ready: ["demo.sleep", "hardening.sequence"] });
 
     const costRun = await h.ended(cost, 30_000);
-    expectBudgetExceededAfterRestart(costRun, "max_cost");
+    expectBudgetExceeded(costRun, "max_cost");
     expect(usageOf(costRun).cost).toBe(6);
 
     const callsRun = await h.ended(calls, 30_000);
-    expectBudgetExceededAfterRestart(callsRun, "max_external_calls");
+    expectBudgetExceeded(callsRun, "max_external_calls");
     expect(usageOf(callsRun).external_calls).toBeLessThanOrEqual(2);
 
     const stepsRun = await h.ended(steps, 30_000);
-    expectBudgetExceededAfterRestart(stepsRun, "max_steps");
+    expectBudgetExceeded(stepsRun, "max_steps");
     expect(usageOf(stepsRun).steps).toBeLessThanOrEqual(3);
     for (const id of [cost, calls, steps]) await h.expectRunIsRoot(id);
   }, 90_000);
-
-  function expectBudgetExceededAfterRestart(run: Json, budget: string) {
-    expect(run.state, JSON.stringify(run.extensions)).toBe("failed");
-    expect(run.extensions["nodefabric.error"]).toMatchObject({ code: "budget_exceeded", details: { budget } });
-    expect(run.extensions["nodefabric.outputs"]).toBeUndefined();
-  }
 });

@@ -2,14 +2,19 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { eventually } from "./run-client.js";
 import {
   ECHO,
+  MANUAL,
   SLEEP,
+  closeAll,
   expectError,
+  manualType,
   normalized,
   ref,
   registerExecutor,
   sleep,
+  startCompositePeer,
   startFakePdp,
   startHardeningFabric,
+  startManualRun,
   startPeer,
   startTestAuth,
   type FakePdp,
@@ -24,7 +29,6 @@ import {
 // (lowest number wins, allow lists intersect, deny lists unite, strictest gate wins). It is shown on the NodeRun, sent
 // to executors and to the PDP (here a peer executor, a hand-driven composite executor and a fake PDP, all real HTTP
 // servers, record what they are sent), and checked for every child. Idempotency keys stand for the whole spec.
-const MANUAL = ref("hardening.manual");
 const PEER_ECHO = ref("hardening.peer-echo");
 const KEY = "nodefabric.constraints";
 
@@ -51,39 +55,16 @@ describe("constraints flow down the tree", () => {
     auth = await startTestAuth();
     pdp = await startFakePdp();
     h = await startHardeningFabric({ auth, pdpUrl: pdp.url, ready: ["demo.echo"] });
-    composite = await startPeer();
-    await registerExecutor(h, "hardening-constraints-composite", composite.url, "composite", [
-      { ...MANUAL, kind: "composite", description: "A composite the test drives through the coordinator's API", constraints: MANUAL_CONSTRAINTS },
-    ]);
+    composite = await startCompositePeer(h, "hardening-constraints-composite", [manualType({ constraints: MANUAL_CONSTRAINTS })]);
     atomic = await startPeer((body) => ({ body: { node_run_id: body.node_run_id, state: "completed", outputs: { echo: body.inputs } } }));
     await registerExecutor(h, "hardening-constraints-atomic", atomic.url, "atomic", [
       { ...PEER_ECHO, kind: "atomic", description: "An echo served by a peer executor", constraints: PEER_CONSTRAINTS },
     ]);
   }, 60_000);
-  afterAll(async () => {
-    await h?.close();
-    await composite?.close();
-    await atomic?.close();
-    await pdp?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, composite, atomic, pdp, auth));
 
   /** A run of the hand-driven composite; `under(id)` creates children of any composite of it with that one's token. */
-  async function startManual(constraints?: Json) {
-    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: MANUAL, input: {}, ...(constraints ? { constraints } : {}) });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const runId = r.body.run_id as string;
-    const under = async (parentId: string, specs: Json[]) => {
-      const begin = await composite.beginOf(parentId);
-      return h.call("POST", `${h.coord}/v1/node-runs`, { run_id: runId, parent_node_run_id: parentId, node_runs: specs }, { authorization: `Bearer ${begin.assignment_token}` });
-    };
-    const created = async (parentId: string, specs: Json[]) => {
-      const c = await under(parentId, specs);
-      expect(c.status, JSON.stringify(c.body)).toBe(200);
-      return c.body.node_runs as Json[];
-    };
-    return { runId, rootId: r.body.root_node_run_id as string, under, created };
-  }
+  const startManual = (constraints?: Json) => startManualRun(h, composite, MANUAL, constraints ? { constraints } : {});
 
   const pdpAsked = (action: string, runId: string, nodeRunId?: string) =>
     eventually(async () => pdp.requests.find((q) => q.action === action && q.run_id === runId && (nodeRunId === undefined || q.node_run_id === nodeRunId)), 10_000, `${action} asked`);
@@ -128,21 +109,18 @@ describe("constraints flow down the tree", () => {
       budgets: { max_steps: 60, max_external_calls: 50 },
       gates: { side_effect_class: "read" },
     };
-    const [child] = await m.created(m.rootId, [{ node_type_ref: PEER_ECHO, inputs: { hello: "peer" }, constraints: spec }]);
+    const [child] = await m.created([{ node_type_ref: PEER_ECHO, inputs: { hello: "peer" }, constraints: spec }]);
     expect(normalized(child.extensions[KEY])).toEqual(normalized(expected));
     const executed = await eventually(async () => atomic.executes.find((x) => x.body.node_run_id === child.node_run_id));
     expect(normalized(executed.body.constraints)).toEqual(normalized(expected));
     expect(normalized((await pdpAsked("node.run.create", m.runId, child.node_run_id)).constraints)).toEqual(normalized(expected));
     expect(normalized((await pdpAsked("node.run.execute", m.runId, child.node_run_id)).constraints)).toEqual(normalized(expected));
-    const done = await eventually(async () => {
-      const n = await h.nodeRun(child.node_run_id);
-      return n.state === "completed" ? n : undefined;
-    });
+    const done = await h.nodeRunIn(child.node_run_id, ["completed"]);
     expect(done.outputs).toEqual({ echo: { hello: "peer" } });
     expect(normalized(done.extensions[KEY])).toEqual(normalized(expected));
 
     // A composite child gets its envelope in :begin.
-    const [sub] = await m.created(m.rootId, [{ node_type_ref: MANUAL, inputs: {}, constraints: { candidates: { denied_node_type_ids: ["demo.sleep"] }, structural: { max_depth: 9 } } }]);
+    const [sub] = await m.created([{ node_type_ref: MANUAL, inputs: {}, constraints: { candidates: { denied_node_type_ids: ["demo.sleep"] }, structural: { max_depth: 9 } } }]);
     const subExpected = { ...ROOT_ENVELOPE, candidates: { ...ROOT_ENVELOPE.candidates, denied_node_type_ids: ["x.run-denied", "x.type-denied", "demo.sleep"] } };
     expect(normalized(sub.extensions[KEY])).toEqual(normalized(subExpected));
     expect(normalized((await composite.beginOf(sub.node_run_id)).constraints)).toEqual(normalized(subExpected));
@@ -151,41 +129,41 @@ describe("constraints flow down the tree", () => {
 
   it("a child's deny list binds its descendants: under it, a demo.echo grandchild is refused with node_type_denied", async () => {
     const m = await startManual();
-    const [child] = await m.created(m.rootId, [{ node_type_ref: MANUAL, inputs: {}, constraints: { candidates: { denied_node_type_ids: ["demo.echo"] } } }]);
+    const [child] = await m.created([{ node_type_ref: MANUAL, inputs: {}, constraints: { candidates: { denied_node_type_ids: ["demo.echo"] } } }]);
     const before = (await h.nodeRuns(m.runId)).length;
     const refused = await m.under(child.node_run_id, [{ node_type_ref: ECHO, inputs: { deep: true } }]);
     expectViolation(refused, "code", "node_type_denied");
     expect(refused.body.error.details.violations.find((v: Json) => v.code === "node_type_denied").constraint).toBe("candidates.denied_node_type_ids");
     expect((await h.nodeRuns(m.runId)).length).toBe(before);
     // Other types under the child, and demo.echo elsewhere in the tree, are fine.
-    await m.created(child.node_run_id, [{ node_type_ref: PEER_ECHO, inputs: {} }]);
-    await m.created(m.rootId, [{ node_type_ref: ECHO, inputs: { beside: true } }]);
+    await m.createdUnder(child.node_run_id, [{ node_type_ref: PEER_ECHO, inputs: {} }]);
+    await m.created([{ node_type_ref: ECHO, inputs: { beside: true } }]);
   });
 
   it("a child's allow list only narrows: it intersects with its parent's and binds its descendants", async () => {
     const m = await startManual({ candidates: { allowed_node_type_ids: ["hardening.manual", "demo.echo", "hardening.peer-echo"] } });
-    const [child] = await m.created(m.rootId, [
+    const [child] = await m.created([
       { node_type_ref: MANUAL, inputs: {}, constraints: { candidates: { allowed_node_type_ids: ["hardening.manual", "demo.echo", "demo.sleep"] } } },
     ]);
     expect(normalized(child.extensions[KEY].candidates.allowed_node_type_ids)).toEqual(["demo.echo", "hardening.manual"]);
     expectViolation(await m.under(child.node_run_id, [{ node_type_ref: SLEEP, inputs: { ms: 1 } }]), "code", "node_type_not_allowed");
     expectViolation(await m.under(child.node_run_id, [{ node_type_ref: PEER_ECHO, inputs: {} }]), "code", "node_type_not_allowed");
-    await m.created(child.node_run_id, [{ node_type_ref: ECHO, inputs: {} }]);
+    await m.createdUnder(child.node_run_id, [{ node_type_ref: ECHO, inputs: {} }]);
     // The root's own list still lets the peer's type run beside the child.
-    await m.created(m.rootId, [{ node_type_ref: PEER_ECHO, inputs: {} }]);
+    await m.created([{ node_type_ref: PEER_ECHO, inputs: {} }]);
   });
 
   it("a child's structural.max_depth binds its descendants", async () => {
     const m = await startManual();
-    const [bounded, free] = await m.created(m.rootId, [
+    const [bounded, free] = await m.created([
       { node_type_ref: MANUAL, inputs: { branch: "bounded" }, constraints: { structural: { max_depth: 2 } } },
       { node_type_ref: MANUAL, inputs: { branch: "free" } },
     ]);
-    const [boundedGrandchild] = await m.created(bounded.node_run_id, [{ node_type_ref: MANUAL, inputs: {} }]);
+    const [boundedGrandchild] = await m.createdUnder(bounded.node_run_id, [{ node_type_ref: MANUAL, inputs: {} }]);
     expectViolation(await m.under(boundedGrandchild.node_run_id, [{ node_type_ref: ECHO, inputs: {} }]), "constraint", "structural.max_depth");
     // The same depth under a branch without the limit is allowed (the node type's own max_depth is 6).
-    const [freeGrandchild] = await m.created(free.node_run_id, [{ node_type_ref: MANUAL, inputs: {} }]);
-    await m.created(freeGrandchild.node_run_id, [{ node_type_ref: ECHO, inputs: {} }]);
+    const [freeGrandchild] = await m.createdUnder(free.node_run_id, [{ node_type_ref: MANUAL, inputs: {} }]);
+    await m.createdUnder(freeGrandchild.node_run_id, [{ node_type_ref: ECHO, inputs: {} }]);
   });
 
   it("the run's deny list applies to the root: the Run answers already failed with node_type_denied, and nothing is dispatched", async () => {
@@ -230,23 +208,14 @@ describe("idempotency keys cover the whole spec", () => {
   beforeAll(async () => {
     auth = await startTestAuth();
     h = await startHardeningFabric({ auth, ready: ["demo.echo"] });
-    composite = await startPeer();
-    await registerExecutor(h, "hardening-idempotency-composite", composite.url, "composite", [{ ...MANUAL, kind: "composite", description: "A hand-driven composite" }]);
+    composite = await startCompositePeer(h, "hardening-idempotency-composite", [manualType({ description: "A hand-driven composite" })]);
   }, 60_000);
-  afterAll(async () => {
-    await h?.close();
-    await composite?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, composite, auth));
 
   it("a repeated key under the same parent returns the same child for the same spec, and is 409 idempotency_conflict for any other", async () => {
-    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: MANUAL, input: {} });
-    expect(r.status).toBe(200);
-    const runId = r.body.run_id as string;
-    const rootId = r.body.root_node_run_id as string;
-    const begin = await composite.beginOf(rootId);
-    const create = (spec: Json) =>
-      h.call("POST", `${h.coord}/v1/node-runs`, { run_id: runId, parent_node_run_id: rootId, node_runs: [spec] }, { authorization: `Bearer ${begin.assignment_token}` });
+    const m = await startManualRun(h, composite);
+    const runId = m.runId;
+    const create = (spec: Json) => m.create([spec]);
 
     const spec = {
       node_type_ref: ECHO,

@@ -2,11 +2,15 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { eventually } from "./run-client.js";
 import {
   ECHO,
+  closeAll,
   isNodeRun,
+  manualType,
   ref,
   registerExecutor,
   sleep,
+  startCompositePeer,
   startHardeningFabric,
+  startManualRun,
   startPeer,
   startTestAuth,
   type HardeningFabric,
@@ -65,22 +69,15 @@ describe("executor answers are checked before they count", () => {
     h = await startHardeningFabric({ auth, ready: ["demo.echo"] });
     peer = await startPeer((body) => (ANSWERS[body.inputs.mode] ?? ANSWERS.valid)(body.node_run_id));
     await registerExecutor(h, "hardening-answers-peer", peer.url, "atomic", [STRICT_TYPE]);
-    composite = await startPeer();
-    await registerExecutor(h, "hardening-answers-composite", composite.url, "composite", [
-      {
+    composite = await startCompositePeer(h, "hardening-answers-composite", [
+      manualType({
         ...MANUAL_OUT,
-        kind: "composite",
         description: "A composite the test completes by hand",
         output_schema: { type: "object", required: ["total"], properties: { total: { type: "integer" } } },
-      },
+      }),
     ]);
   }, 60_000);
-  afterAll(async () => {
-    await h?.close();
-    await peer?.close();
-    await composite?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, peer, composite, auth));
 
   async function runStrict(mode: string) {
     const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: STRICT, input: { mode } }, { prefer: "wait=15" });
@@ -167,28 +164,14 @@ describe("executor answers are checked before they count", () => {
   });
 
   /** Starts a run of the hand-driven composite; returns its ids and calls made with its assignment token. */
-  async function startManual() {
-    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: MANUAL_OUT, input: {} });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const begin = await composite.beginOf(r.body.root_node_run_id);
-    const as = { authorization: `Bearer ${begin.assignment_token}` };
-    return {
-      runId: r.body.run_id as string,
-      rootId: r.body.root_node_run_id as string,
-      create: (specs: Json[]) => h.call("POST", `${h.coord}/v1/node-runs`, { run_id: r.body.run_id, parent_node_run_id: r.body.root_node_run_id, node_runs: specs }, as),
-      complete: (body: Json) => h.call("POST", `${h.coord}/v1/node-runs/${r.body.root_node_run_id}:complete`, body, as),
-    };
-  }
+  const startManual = () => startManualRun(h, composite, MANUAL_OUT);
 
   it("never passes a child's outputs that break its output_schema to the parent", async () => {
     const m = await startManual();
     const created = await m.create([{ node_type_ref: STRICT, inputs: { mode: "outputs-wrong-type" } }, { node_type_ref: ECHO, inputs: { fine: true } }]);
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     const [badId, goodId] = created.body.node_runs.map((n: Json) => n.node_run_id as string);
-    const bad = await eventually(async () => {
-      const n = await h.nodeRun(badId);
-      return n.state === "failed" ? n : undefined;
-    });
+    const bad = await h.nodeRunIn(badId, ["failed"]);
     expect(bad.extensions["nodefabric.error"]).toMatchObject({ code: "invalid_outputs", retryable: false });
     expect(bad.outputs).toBeUndefined();
     await eventually(async () => ((await h.nodeRun(goodId)).state === "completed" ? true : undefined));

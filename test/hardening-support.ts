@@ -110,6 +110,12 @@ export interface HardeningFabric {
   snapshot(runId: string): Promise<{ run: Json; nodeRuns: Json[]; events: Json[] }>;
   /** Checks the Run's state equals its root NodeRun's. */
   expectRunIsRoot(runId: string): Promise<void>;
+  /** POST /v1/approvals/{id}:approve (through the gateway, with the operator's token). */
+  approve(approvalId: string): Promise<JsonAnswer>;
+  /** POST /v1/approvals/{id}:reject (through the gateway, with the operator's token). */
+  reject(approvalId: string): Promise<JsonAnswer>;
+  /** Waits until the NodeRun is in one of `states` and returns it. */
+  nodeRunIn(nodeRunId: string, states: readonly string[]): Promise<Json>;
   close(): Promise<void>;
 }
 
@@ -196,6 +202,13 @@ export async function startHardeningFabric(o: FabricOptions = {}): Promise<Harde
       const root = await h.nodeRun(run.root_node_run_id);
       expect(run.state, `run ${runId} and its root`).toBe(root.state);
     },
+    approve: (approvalId) => send("POST", `${gw}/v1/approvals/${approvalId}:approve`),
+    reject: (approvalId) => send("POST", `${gw}/v1/approvals/${approvalId}:reject`),
+    nodeRunIn: (nodeRunId, states) =>
+      eventually(async () => {
+        const n = await h.nodeRun(nodeRunId);
+        return states.includes(n.state) ? n : undefined;
+      }),
     close: () => fabric.close(),
   };
 
@@ -230,6 +243,11 @@ export async function registerExecutor(h: HardeningFabric, id: string, endpoint:
       return r.body?.some((e: Json) => e.endpoint === endpoint) ? true : undefined;
     });
   }
+}
+
+/** Closes each of `things` in turn (those not started are passed over). */
+export async function closeAll(...things: Array<{ close(): Promise<void> } | undefined>): Promise<void> {
+  for (const thing of things) await thing?.close();
 }
 
 // ------------------------------------------------------------------------------------------------ stand-ins
@@ -395,3 +413,59 @@ permit(principal, action == NodeFabric::Action::"node.run.create", resource == N
 @require_approval("true")
 permit(principal, action == NodeFabric::Action::"node.run.execute", resource == NodeFabric::NodeType::"demo.sleep");
 `;
+
+/** The hand-driven composite as the tests publish it; `extra` adds to (or replaces) its fields. */
+export const manualType = (extra: Json = {}): Json => ({ ...MANUAL, kind: "composite", description: "A composite the test drives through the coordinator's API", ...extra });
+
+/** Starts a peer and registers it as the one composite executor serving `nodeTypes` (by default the hand-driven composite). */
+export async function startCompositePeer(h: HardeningFabric, executorId: string, nodeTypes: Json[] = [manualType()]): Promise<Peer> {
+  const peer = await startPeer();
+  await registerExecutor(h, executorId, peer.url, "composite", nodeTypes);
+  return peer;
+}
+
+/** A run of a hand-driven composite, and calls made with the assignment token of a composite in it. */
+export interface ManualRun {
+  runId: string;
+  rootId: string;
+  /** The root's assignment token, as headers. */
+  as: Record<string, string>;
+  /** POST /v1/node-runs under the root. */
+  create(specs: Json[]): Promise<JsonAnswer>;
+  /** The same, checked to be 200; the NodeRuns created. */
+  created(specs: Json[]): Promise<Json[]>;
+  /** POST /v1/node-runs under any composite of the run, with that one's assignment token. */
+  under(parentId: string, specs: Json[]): Promise<JsonAnswer>;
+  /** The same, checked to be 200; the NodeRuns created. */
+  createdUnder(parentId: string, specs: Json[]): Promise<Json[]>;
+  /** POST :complete of the root. */
+  complete(body: Json): Promise<JsonAnswer>;
+}
+
+/** Starts a run of `root` (served by `composite`), waits for its `:begin`, and returns what drives it by hand. */
+export async function startManualRun(h: HardeningFabric, composite: Peer, root: Json = MANUAL, extra: Json = {}): Promise<ManualRun> {
+  const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: root, input: {}, ...extra });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  const runId = r.body.run_id as string;
+  const rootId = r.body.root_node_run_id as string;
+  const as = { authorization: `Bearer ${(await composite.beginOf(rootId)).assignment_token}` };
+  const under = async (parentId: string, specs: Json[]) => {
+    const begin = await composite.beginOf(parentId);
+    return h.call("POST", `${h.coord}/v1/node-runs`, { run_id: runId, parent_node_run_id: parentId, node_runs: specs }, { authorization: `Bearer ${begin.assignment_token}` });
+  };
+  const createdUnder = async (parentId: string, specs: Json[]) => {
+    const c = await under(parentId, specs);
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    return c.body.node_runs as Json[];
+  };
+  return {
+    runId,
+    rootId,
+    as,
+    create: (specs) => under(rootId, specs),
+    created: (specs) => createdUnder(rootId, specs),
+    under,
+    createdUnder,
+    complete: (body) => h.call("POST", `${h.coord}/v1/node-runs/${rootId}:complete`, body, as),
+  };
+}

@@ -3,17 +3,16 @@ import { eventually } from "./run-client.js";
 import {
   APPROVAL_POLICY,
   ECHO,
-  MANUAL,
   FAIL,
   NOTIFY,
   SLEEP,
+  closeAll,
   expectError,
-  registerExecutor,
+  startCompositePeer,
   startHardeningFabric,
-  startPeer,
+  startManualRun,
   startTestAuth,
   type HardeningFabric,
-  type Json,
   type Peer,
   type TestAuth,
 } from "./hardening-support.js";
@@ -30,45 +29,17 @@ describe("terminal states never change", () => {
   beforeAll(async () => {
     auth = await startTestAuth();
     h = await startHardeningFabric({ auth, policy: APPROVAL_POLICY, ready: ["demo.echo", "hardening.notify"] });
-    composite = await startPeer();
-    await registerExecutor(h, "hardening-terminal-composite", composite.url, "composite", [
-      { ...MANUAL, kind: "composite", description: "A composite the test drives through the coordinator's API" },
-    ]);
+    composite = await startCompositePeer(h, "hardening-terminal-composite");
   }, 60_000);
-  afterAll(async () => {
-    await h?.close();
-    await composite?.close();
-    await auth?.close();
-  });
+  afterAll(() => closeAll(h, composite, auth));
 
-  const approve = (id: string) => h.call("POST", `${h.gw}/v1/approvals/${id}:approve`);
-  const reject = (id: string) => h.call("POST", `${h.gw}/v1/approvals/${id}:reject`);
+  const approve = (id: string) => h.approve(id);
+  const reject = (id: string) => h.reject(id);
   const approvalOf = (runId: string, nodeRunId?: string) =>
     eventually(async () => (await h.events(runId)).find((e) => e.type === "approval_requested" && (!nodeRunId || e.node_run_id === nodeRunId)), 10_000, "approval_requested");
 
-  async function startManual() {
-    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: MANUAL, input: {} });
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    const begin = await composite.beginOf(r.body.root_node_run_id);
-    const as = { authorization: `Bearer ${begin.assignment_token}` };
-    return {
-      runId: r.body.run_id as string,
-      rootId: r.body.root_node_run_id as string,
-      as,
-      create: async (specs: Json[]) => {
-        const c = await h.call("POST", `${h.coord}/v1/node-runs`, { run_id: r.body.run_id, parent_node_run_id: r.body.root_node_run_id, node_runs: specs }, as);
-        expect(c.status, JSON.stringify(c.body)).toBe(200);
-        return c.body.node_runs as Json[];
-      },
-      complete: (body: Json) => h.call("POST", `${h.coord}/v1/node-runs/${r.body.root_node_run_id}:complete`, body, as),
-    };
-  }
-
-  const endedNodeRun = (id: string) =>
-    eventually(async () => {
-      const n = await h.nodeRun(id);
-      return ["completed", "failed", "canceled"].includes(n.state) ? n : undefined;
-    });
+  const startManual = () => startManualRun(h, composite);
+  const endedNodeRun = (id: string) => h.nodeRunIn(id, ["completed", "failed", "canceled"]);
 
   it.each([
     ["run.start", NOTIFY, {}],
@@ -94,7 +65,7 @@ describe("terminal states never change", () => {
 
   it("a pending approval of a child whose parent composite completed (and so canceled it): 409 node_run_terminal, nothing changes", async () => {
     const m = await startManual();
-    const [child] = await m.create([{ node_type_ref: ECHO, inputs: { parked: true } }]);
+    const [child] = await m.created([{ node_type_ref: ECHO, inputs: { parked: true } }]);
     const requested = await approvalOf(m.runId, child.node_run_id);
     expect(requested.data.action).toBe("node.run.create");
     expect((await m.complete({ state: "completed", outputs: { without: "the child" } })).status).toBe(204);
@@ -171,7 +142,7 @@ describe("terminal states never change", () => {
 
   it("a :complete of an ended child while its run goes on is 409 node_run_terminal and changes nothing", async () => {
     const m = await startManual();
-    const [done, broken] = await m.create([
+    const [done, broken] = await m.created([
       { node_type_ref: NOTIFY, inputs: { tag: "done" } },
       { node_type_ref: FAIL, inputs: { code: "bad_thing", message: "it broke" } },
     ]);
@@ -190,7 +161,7 @@ describe("terminal states never change", () => {
 
   it(":evaluation of an ended child records its evaluation_result and never changes its state, outputs or error", async () => {
     const m = await startManual();
-    const [done, broken] = await m.create([
+    const [done, broken] = await m.created([
       { node_type_ref: NOTIFY, inputs: { tag: "judged" } },
       { node_type_ref: FAIL, inputs: { code: "bad_thing", message: "it broke" } },
     ]);
