@@ -25,6 +25,7 @@ import {
 // valid AtomicExecuteResult, or whose outputs break the node type's output_schema, never completes the NodeRun.
 const STRICT = ref("hardening.strict");
 const MANUAL_OUT = ref("hardening.manual-out");
+const BAD_BEGIN = ref("hardening.manual-bad-begin");
 
 const STRICT_TYPE = {
   ...STRICT,
@@ -77,7 +78,11 @@ describe("executor answers are checked before they count", () => {
       }),
     ]);
   }, 60_000);
-  afterAll(() => closeAll(h, peer, composite, auth));
+  let badBegin: Peer;
+  beforeAll(async () => {
+    badBegin = await startCompositePeer(h, "hardening-answers-bad-begin", [manualType({ ...BAD_BEGIN, description: "A composite whose executor answers :begin wrongly" })]);
+  }, 60_000);
+  afterAll(() => closeAll(h, peer, composite, badBegin, auth));
 
   async function runStrict(mode: string) {
     const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: STRICT, input: { mode } }, { prefer: "wait=15" });
@@ -183,6 +188,18 @@ describe("executor answers are checked before they count", () => {
     expect((await h.run(m.runId)).state).toBe("running");
     expect((await m.complete({ state: "completed", outputs: { total: 1 } })).status).toBe(204);
     expect((await h.ended(m.runId)).state).toBe("completed");
+  });
+
+  it("fails a composite whose executor answers :begin with something that is not a CompositeBeginResponse, without retrying", async () => {
+    badBegin.onBegin = () => ({ body: { accepted: "yes" } });
+    const r = await h.call("POST", `${h.gw}/v1/runs`, { root_node_type_ref: BAD_BEGIN, input: {} });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const run = await h.ended(r.body.run_id);
+    expect(run.state).toBe("failed");
+    expect(run.extensions["nodefabric.error"]).toMatchObject({ code: "executor_protocol_error", retryable: false });
+    const root = await h.nodeRun(run.root_node_run_id);
+    expect(root.state).toBe("failed");
+    expect(badBegin.begins.filter((b) => b.node_run_id === root.node_run_id)).toHaveLength(1);
   });
 
   it("fails a composite whose :complete carries outputs that break its output_schema with invalid_outputs", async () => {

@@ -290,8 +290,8 @@ export interface PeerAnswer {
 }
 
 /**
- * A peer executor: answers `:execute` with whatever `onExecute` returns, accepts every `:begin`, and records what it
- * was sent.
+ * A peer executor: answers `:execute` with whatever `onExecute` returns and `:begin` with what `onBegin` returns
+ * (accepted by default), and records what it was sent.
  */
 export interface Peer {
   url: string;
@@ -299,13 +299,15 @@ export interface Peer {
   begins: Json[];
   cancels: string[];
   onExecute: (body: Json) => PeerAnswer | Promise<PeerAnswer>;
+  /** How the peer answers `:begin` (default: accepted). */
+  onBegin: (body: Json) => PeerAnswer;
   /** The `:begin` the peer received for a NodeRun (waits for it). */
   beginOf(nodeRunId: string): Promise<Json>;
   close(): Promise<void>;
 }
 
 export async function startPeer(onExecute: Peer["onExecute"] = (body) => ({ body: { node_run_id: body.node_run_id, state: "completed", outputs: {} } })): Promise<Peer> {
-  const peer = { executes: [], begins: [], cancels: [], onExecute } as unknown as Peer;
+  const peer = { executes: [], begins: [], cancels: [], onExecute, onBegin: () => ({ body: { accepted: true } }) } as unknown as Peer;
   const server = createServer((req, res) => {
     void (async () => {
       const text = await readBody(req);
@@ -318,8 +320,10 @@ export async function startPeer(onExecute: Peer["onExecute"] = (body) => ({ body
         return reply(res, answer.status ?? 200, answer.body, answer.raw);
       }
       if (req.method === "POST" && url === "/v1/composite-node-runs:begin") {
-        peer.begins.push(JSON.parse(text));
-        return reply(res, 200, { accepted: true });
+        const body = JSON.parse(text);
+        peer.begins.push(body);
+        const answer = peer.onBegin(body);
+        return reply(res, answer.status ?? 200, answer.body, answer.raw);
       }
       const cancel = /^\/v1\/(?:atomic|composite)-node-runs\/(.+):cancel$/.exec(url);
       if (req.method === "POST" && cancel) {

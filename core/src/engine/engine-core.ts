@@ -28,8 +28,9 @@ export interface RunUsage {
 type Budgets = NonNullable<ConstraintEnvelope["budgets"]>;
 
 /** The Run extension holding the envelope's budgets, fixed when the run starts. */
-const BUDGETS_KEY = "nodefabric.budgets";
-const USAGE_KEY = "nodefabric.usage";
+export const BUDGETS_KEY = "nodefabric.budgets";
+/** The Run extension holding what the run has used (RunUsage). */
+export const USAGE_KEY = "nodefabric.usage";
 /** A NodeRun extension: the constraint envelope in force for it (and, merged further, for its descendants). */
 export const CONSTRAINTS_KEY = "nodefabric.constraints";
 /** A NodeRun extension: the checkpoints a person approved for it, each with its approval id. */
@@ -145,9 +146,6 @@ export class EngineCore {
   budgetsOf(run: RunRecord): Budgets {
     return (run.run.extensions?.[BUDGETS_KEY] as Budgets | undefined) ?? {};
   }
-
-  static budgetsKey = BUDGETS_KEY;
-  static usageKey = USAGE_KEY;
 
   /** The failure of a run that passed one of its budgets. */
   budgetError(budget: "max_steps" | "max_external_calls" | "max_cost", limit: number, wouldUse: number): FabricErrorBody {

@@ -17,7 +17,7 @@
  * refused unless the executor's `executor.egress` allows them), and a secret is handed out only for a host the
  * operator bound it to (`executor.secret_hosts`). A node type's `allowed_hosts` only narrows that.
  */
-import { defineAtomic, HandlerError, type AtomicContext, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
+import { defineAtomic, HandlerError, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
 import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";
@@ -28,15 +28,9 @@ const CONNECTION_HEADERS = new Set(["host", "content-length", "transfer-encoding
 
 type NodeTypeOfContext = AtomicContext["nodeType"];
 
-/** What the executor gives as `ctx.egress` (see @nodefabric/core's atomic executor). */
-interface Egress {
-  readonly fetch: typeof globalThis.fetch;
-  secretFor(name: string, url: URL): string | undefined;
-}
-
-/** `ctx.egress`; an executor without it cannot check egress, so nothing is sent. */
-function egressOf(ctx: AtomicContext): Egress {
-  const egress = (ctx as AtomicContext & { egress?: Egress }).egress;
+/** `ctx.egress`; an executor from before it existed cannot check egress, so nothing is sent. */
+function egressOf(ctx: AtomicContext): HandlerEgress {
+  const egress = (ctx as Partial<Pick<AtomicContext, "egress">>).egress;
   if (!egress || typeof egress.fetch !== "function" || typeof egress.secretFor !== "function") {
     throw new HandlerError(
       "invalid_configuration",
@@ -110,7 +104,7 @@ function parseUrl(text: unknown): URL {
 }
 
 /** The request `config` describes for these inputs (URL, method, headers and body), not yet sent. */
-async function buildRequest(config: HttpConfig, inputs: Record<string, unknown>, ctx: AtomicContext, egress: Egress): Promise<OutboundRequest> {
+async function buildRequest(config: HttpConfig, inputs: Record<string, unknown>, ctx: AtomicContext, egress: HandlerEgress): Promise<OutboundRequest> {
   let url: URL;
   let method: string;
   if (config.baseUrl) {
