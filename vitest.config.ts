@@ -9,6 +9,7 @@ export default defineConfig({
       { find: /^@nodefabric\/schemas$/, replacement: here("./schemas/src/index.ts") },
       { find: /^@nodefabric\/core\/sdk$/, replacement: here("./core/src/sdk/index.ts") },
       { find: /^@nodefabric\/core\/testing$/, replacement: here("./core/src/testing/index.ts") },
+      { find: /^@nodefabric\/core\/openapi$/, replacement: here("./core/src/openapi/index.ts") },
       { find: /^@nodefabric\/core$/, replacement: here("./core/src/index.ts") },
     ],
   },
