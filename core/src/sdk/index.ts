@@ -6,6 +6,9 @@ export { defineAtomic, isAtomicDefinition, isDefinition, SDK_VERSION, DEFINITION
 export { HandlerError, type HandlerErrorOptions } from "./handler-error.js";
 export { defineComposite, isCompositeDefinition } from "./define-composite.js";
 export { ChildFailedError } from "./child-failed-error.js";
+export { retryAfterMs } from "./retry-after.js";
+export { OPENAPI_EXTENSION } from "./http-operation-types.js";
+export type { HttpOperationDescriptor, OperationBody, OperationParameter, OperationSecurityScheme, OperationServer, ParameterStyle } from "./http-operation-types.js";
 export type {
   AtomicContext,
   AtomicDefinition,
