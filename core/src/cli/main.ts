@@ -11,6 +11,7 @@ import { ConfigError, LOG_LEVELS, loadConfig, type FabricConfig, type LoadConfig
 import { startFabric } from "../fabric.js";
 import { SERVICE_VERSION } from "../version.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
+import { nodeTypesImport } from "./node-types-import.js";
 import { registerRunCommands } from "./run-command.js";
 import { DEV_ISSUER, KEY_ALGORITHMS, SIGNING_KEY_FILE, JWKS_FILE, defaultKeysDir, displayPath, generateKeys, keysGenerateCommand, type KeysGenerateFlags } from "./keys-command.js";
 import { tokenMintCommand, type TokenMintFlags } from "./token-command.js";
@@ -183,6 +184,34 @@ export function buildProgram(): Command {
       const url = registryUrlOf(opts.registry);
       process.exitCode = await nodeTypesPublish(url, file, clientTokenOf(opts.token));
     });
+
+  nodeTypes
+    .command("import")
+    .description("publish every operation of an OpenAPI document (3.0, 3.1 or Swagger 2.0) as a node type run by http.request: no code, no deploy")
+    .requiredOption("--from-openapi <file|url>", "the OpenAPI document, JSON or YAML")
+    .option("--prefix <prefix>", "node_type_id prefix (default: from the API's title)")
+    .option("--version <version>", "version of every node type", "1.0.0")
+    .option("--include <tags|ids...>", "only operations with one of these tags or operationIds (comma-separated or repeated)")
+    .option("--exclude <tags|ids...>", "leave out operations with one of these tags or operationIds")
+    .option("--base-url <url>", "call this base URL instead of the document's server")
+    .option("--dry-run", "print the node types as JSON and publish nothing")
+    .addOption(registryOption())
+    .addOption(tokenOption())
+    .action(
+      async (opts: { fromOpenapi: string; prefix?: string; version: string; include?: string[]; exclude?: string[]; baseUrl?: string; dryRun?: boolean; registry?: string; token?: string }) => {
+        const list = (values?: string[]) => values?.flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "");
+        process.exitCode = await nodeTypesImport(registryUrlOf(opts.registry), {
+          fromOpenApi: opts.fromOpenapi,
+          prefix: opts.prefix,
+          version: opts.version,
+          include: list(opts.include),
+          exclude: list(opts.exclude),
+          baseUrl: opts.baseUrl,
+          dryRun: opts.dryRun,
+          token: clientTokenOf(opts.token),
+        });
+      },
+    );
 
   registerRunCommands(program);
 

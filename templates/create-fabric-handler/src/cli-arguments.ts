@@ -18,8 +18,12 @@ Scaffolds a NodeFabric handler package that builds and passes its tests as gener
 Options:
   -t, --template <name>        atomic (default), composite or http
       --from-openapi <file|url>
-                               one atomic node type per operation of an OpenAPI 3.0/3.1
-                               document (JSON or YAML); implies --template http
+                               one atomic node type per operation of an OpenAPI 3.0/3.1 or
+                               Swagger 2.0 document (JSON or YAML); implies --template http
+      --include <tags|ids>     with --from-openapi: only operations with one of these tags or
+                               operationIds (comma-separated, repeatable)
+      --exclude <tags|ids>     with --from-openapi: leave out operations with one of these tags
+                               or operationIds (comma-separated, repeatable)
       --dir <path>             where to create the package (default: ./<name without its scope>);
                                it must not exist or be empty
       --core <spec>            the @nodefabric/core version spec written to package.json
@@ -41,6 +45,8 @@ export interface CliArguments {
   name?: string;
   template?: TemplateName;
   fromOpenApi?: string;
+  include?: string[];
+  exclude?: string[];
   dir?: string;
   core?: string;
   schemas?: string;
@@ -59,6 +65,8 @@ export function parseCliArguments(argv: string[]): CliArguments {
       options: {
         template: { type: "string", short: "t" },
         "from-openapi": { type: "string" },
+        include: { type: "string", multiple: true },
+        exclude: { type: "string", multiple: true },
         dir: { type: "string" },
         core: { type: "string" },
         schemas: { type: "string" },
@@ -78,6 +86,9 @@ export function parseCliArguments(argv: string[]): CliArguments {
   if (template !== undefined && !isTemplateName(template)) {
     throw new UsageError(`unknown template ${JSON.stringify(template)}: choose ${TEMPLATE_NAMES.join(", ")}`);
   }
+  const include = selectors(values.include, "include");
+  const exclude = selectors(values.exclude, "exclude");
+  if ((include || exclude) && values["from-openapi"] === undefined) throw new UsageError(`--${include ? "include" : "exclude"} selects operations of --from-openapi; give the document too`);
   if (values["from-openapi"] !== undefined && template !== undefined && template !== "http") {
     throw new UsageError(`--from-openapi makes an http package; drop --template ${template}`);
   }
@@ -85,10 +96,20 @@ export function parseCliArguments(argv: string[]): CliArguments {
     name: positionals[0],
     template,
     fromOpenApi: values["from-openapi"],
+    ...(include ? { include } : {}),
+    ...(exclude ? { exclude } : {}),
     dir: values.dir,
     core: values.core,
     schemas: values.schemas,
     yes: values.yes ?? false,
     help: values.help ?? false,
   };
+}
+
+/** The tags or operationIds of repeated, comma-separated `--include`/`--exclude` values; undefined when not given. */
+function selectors(values: string[] | undefined, flag: string): string[] | undefined {
+  if (values === undefined) return undefined;
+  const list = values.flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "");
+  if (list.length === 0) throw new UsageError(`--${flag} needs one or more tags or operationIds`);
+  return list;
 }

@@ -5,7 +5,7 @@
 import path from "node:path";
 import { DEFAULT_PACKAGE_NAME, parseCliArguments, USAGE, type CliArguments } from "./cli-arguments.js";
 import { ScaffoldError, UsageError } from "./errors.js";
-import { loadOpenApiDocument, type LoadedOpenApiDocument } from "./openapi-document.js";
+import { loadOpenApi, OpenApiImportError, type LoadedOpenApi } from "@nodefabric/core/openapi";
 import { assertValidPackageName, folderNameOf, packageNameFromTitle, packageNameProblems } from "./package-name.js";
 import { clackPrompter, type Prompter } from "./prompts.js";
 import { assertUsableTargetDirectory, renderPackage, writePackage, type RenderedPackage, type TemplateName } from "./scaffold.js";
@@ -48,7 +48,8 @@ export async function runCreateCommand(argv: string[], env: CommandEnvironment):
 async function create(args: CliArguments, env: CommandEnvironment): Promise<void> {
   const prompter = env.interactive && !args.yes ? (env.prompter ?? clackPrompter()) : undefined;
   if (args.name !== undefined) assertValidPackageName(args.name);
-  const openApi: LoadedOpenApiDocument | undefined = args.fromOpenApi ? await loadOpenApiDocument(args.fromOpenApi, env.cwd) : undefined;
+  const progress = (message: string) => env.stderr.write(`create-fabric-handler: ${message}\n`);
+  const openApi: LoadedOpenApi | undefined = args.fromOpenApi ? await readOpenApi(args.fromOpenApi, env.cwd, progress) : undefined;
   prompter?.start();
 
   const targetOf = (name: string) => path.resolve(env.cwd, args.dir ?? folderNameOf(name));
@@ -78,12 +79,33 @@ async function create(args: CliArguments, env: CommandEnvironment): Promise<void
   assertUsableTargetDirectory(dir);
 
   const template: TemplateName = openApi ? "http" : (args.template ?? (prompter ? await prompter.template() : "atomic"));
-  const rendered = renderPackage({ packageName, template, coreSpec: args.core, schemasSpec: args.schemas, openApi });
+  const started = Date.now();
+  const rendered = renderPackage({
+    packageName,
+    template,
+    coreSpec: args.core,
+    schemasSpec: args.schemas,
+    openApi,
+    include: args.include,
+    exclude: args.exclude,
+    onProgress: progress,
+  });
+  if (openApi && rendered.nodeTypeIds.length >= 100) progress(`made ${rendered.nodeTypeIds.length} node types in ${((Date.now() - started) / 1000).toFixed(1)} s; writing them`);
   writePackage(dir, rendered.files);
 
   const summary = nextSteps(packageName, template, dir, env.cwd, rendered, args.fromOpenApi);
   if (prompter) prompter.finish(`Created ${packageName}`);
   env.stdout.write(summary);
+}
+
+/** Reads the OpenAPI document at `source`; a document that cannot be used is a ScaffoldError with the reason. */
+async function readOpenApi(source: string, cwd: string, onProgress: (message: string) => void): Promise<LoadedOpenApi> {
+  try {
+    return await loadOpenApi(source, { cwd, onProgress });
+  } catch (err) {
+    if (err instanceof OpenApiImportError) throw new ScaffoldError(err.message, { cause: err });
+    throw err;
+  }
 }
 
 /** What was made and what to do next: install, test, build, publish, and run it in a fabric. */
@@ -96,7 +118,12 @@ export function nextSteps(packageName: string, template: TemplateName, dir: stri
     `Created ${packageName} in ${shown} (${made}), with the node type${rendered.nodeTypeIds.length === 1 ? "" : "s"}:`,
     ...rendered.nodeTypeIds.map((id) => `  ${id}@1.0.0`),
   ];
-  if (rendered.skipped.length > 0) lines.push("Left out (not callable as described):", ...rendered.skipped.map((s) => `  ${s}`));
+  if (rendered.nodeTypeIds.length > 20) lines.splice(1 + 10, rendered.nodeTypeIds.length - 10, `  … and ${rendered.nodeTypeIds.length - 10} more (the README lists them all)`);
+  if (rendered.skipped.length > 0) {
+    const shown = rendered.skipped.slice(0, 20).map((s) => `  ${s}`);
+    if (rendered.skipped.length > 20) shown.push(`  … and ${rendered.skipped.length - 20} more (the README lists them all)`);
+    lines.push(`Left out (${rendered.skipped.length}):`, ...shown);
+  }
   const input = JSON.stringify(rendered.tryIt.inputs).replace(/'/g, "'\\''");
   lines.push(
     "",

@@ -7,11 +7,7 @@ export { parseCliArguments, USAGE, DEFAULT_PACKAGE_NAME, type CliArguments } fro
 export { ScaffoldError, UsageError } from "./errors.js";
 export { renderPackage, writePackage, assertUsableTargetDirectory, isTemplateName, TEMPLATE_NAMES, TEMPLATE_DESCRIPTIONS } from "./scaffold.js";
 export type { PackageSpec, RenderedPackage, TemplateName } from "./scaffold.js";
-export { loadOpenApiDocument, type LoadedOpenApiDocument } from "./openapi-document.js";
-export { assertOpenApi3, defaultBaseUrlOf, mapOpenApi, openApiToHandlers, HTTP_METHODS, SIDE_EFFECT_CLASS_BY_METHOD } from "./openapi-to-handlers.js";
-export type { HttpNodeType, OpenApiDocument, OpenApiMapping, SkippedOperation } from "./openapi-to-handlers.js";
-export { toJsonSchema, describesOnlyObjects, type SchemaObject } from "./openapi-schema.js";
-export { exampleOf } from "./schema-example.js";
+export { openApiPackage, type OpenApiPackage, type OpenApiPackageOptions, type Exchange, type TestedExchange } from "./openapi-package.js";
 export { packageManifest, peerSpecOf, DEFAULT_CORE_SPEC, TOOL_VERSIONS } from "./package-manifest.js";
 export { assertValidPackageName, packageNameProblems, folderNameOf, nodeTypePrefixOf, baseUrlSettingOf, packageNameFromTitle } from "./package-name.js";
 export type { GeneratedFile } from "./template-files.js";

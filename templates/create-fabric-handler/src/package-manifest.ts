@@ -25,6 +25,8 @@ export interface PackageManifestOptions {
   coreSpec: string;
   /** When given, `overrides["@nodefabric/schemas"]`: how core's own dependency is installed from a local build. */
   schemasSpec?: string;
+  /** True for a package whose NodeTypes are JSON files under node-types/ (published beside dist/). */
+  shipsNodeTypes?: boolean;
 }
 
 /**
@@ -44,7 +46,7 @@ export function packageManifest(options: PackageManifestOptions): Record<string,
       ".": { types: "./dist/index.d.ts", import: "./dist/index.js" },
       "./package.json": "./package.json",
     },
-    files: ["dist"],
+    files: options.shipsNodeTypes ? ["dist", "node-types"] : ["dist"],
     nodefabric: { handlers: ["./dist/index.js"] },
     scripts: {
       build: "tsup",
