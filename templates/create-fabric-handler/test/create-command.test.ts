@@ -88,10 +88,10 @@ describe("failures (exit code 1)", () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/cannot read the OpenAPI document nope\.yaml/);
 
-    writeFileSync(path.join(cwd, "swagger.json"), JSON.stringify({ swagger: "2.0", info: { title: "Old", version: "1" }, paths: {} }));
-    const swagger = await create(["api", "--from-openapi", "swagger.json"]);
-    expect(swagger.code).toBe(1);
-    expect(swagger.stderr).toMatch(/swagger\.json is Swagger 2\.0, which is not supported/);
+    writeFileSync(path.join(cwd, "empty.json"), JSON.stringify({ openapi: "3.0.3", info: { title: "Empty", version: "1" }, paths: {} }));
+    const empty = await create(["api", "--from-openapi", "empty.json"]);
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toMatch(/no operation a node type can be made from/);
     expect(existsSync(path.join(cwd, "api"))).toBe(false);
   });
 });

@@ -40,11 +40,13 @@ describe("the file set of each template", () => {
     expect(byPath.get("src/warmest-city.ts")).toContain("ctx.call(CURRENT_WEATHER");
   });
 
-  it("http: one operation module and the shared HTTP caller", () => {
+  it("http: one operation as a NodeType file, the set definition, and the replayed exchange", () => {
     const { byPath, rendered } = filesOf("http");
-    expect([...byPath.keys()].sort()).toEqual([...COMMON_FILES, "src/http-operation.ts", "src/operations/get-item.ts"].sort());
+    expect([...byPath.keys()].sort()).toEqual([...COMMON_FILES, "node-types/index.json", "node-types/get-item.json", "test/exchanges.json"].sort());
     expect(rendered.nodeTypeIds).toEqual(["weather.getItem"]);
-    expect(byPath.get("src/http-operation.ts")).toContain('DEFAULT_BASE_URL = "https://api.example.com/v1"');
+    expect(byPath.get("src/index.ts")).toContain('DEFAULT_BASE_URL = "https://api.example.com/v1"');
+    expect(JSON.parse(byPath.get("node-types/get-item.json")!).extensions["nodefabric.openapi"]).toMatchObject({ method: "GET", path: "/items/{itemId}" });
+    expect(manifestOf(byPath).files).toEqual(["dist", "node-types"]);
   });
 
   it("leaves no placeholder unfilled, and every README starts with a runnable example", () => {
@@ -61,7 +63,7 @@ describe("the file set of each template", () => {
 });
 
 describe("the generated package.json", () => {
-  it("is discoverable, publishes dist only, and depends on @nodefabric/core as peer and dev dependency", () => {
+  it("is discoverable, publishes dist (and an http package's node-types), and depends on @nodefabric/core as peer and dev dependency", () => {
     for (const template of TEMPLATE_NAMES) {
       const manifest = manifestOf(filesOf(template).byPath);
       expect(manifest).toMatchObject({
@@ -70,7 +72,7 @@ describe("the generated package.json", () => {
         type: "module",
         keywords: ["nodefabric-handler"],
         nodefabric: { handlers: ["./dist/index.js"] },
-        files: ["dist"],
+        files: template === "http" ? ["dist", "node-types"] : ["dist"],
         main: "./dist/index.js",
         types: "./dist/index.d.ts",
         exports: { ".": { types: "./dist/index.d.ts", import: "./dist/index.js" } },
