@@ -8,6 +8,17 @@ export { defineComposite, isCompositeDefinition } from "./define-composite.js";
 export { ChildFailedError } from "./child-failed-error.js";
 export { retryAfterMs } from "./retry-after.js";
 export { OPENAPI_EXTENSION } from "./http-operation-types.js";
+export {
+  buildOperationRequest,
+  callHttpOperation,
+  operationDescriptorOf,
+  readOperationAnswer,
+  resolveBaseUrl,
+  type AnswerHeaders,
+  type CallHttpOperationOptions,
+  type OperationRequest,
+  type OperationRequestOptions,
+} from "./http-operation.js";
 export type { HttpOperationDescriptor, OperationBody, OperationParameter, OperationSecurityScheme, OperationServer, ParameterStyle } from "./http-operation-types.js";
 export type {
   AtomicContext,
