@@ -197,15 +197,20 @@ function present(value: JsonValue | undefined): value is JsonValue {
 
 /** The operation's path with each `{name}` filled by its parameter, serialised by its style and percent-encoded. */
 function fillPath(op: HttpOperationDescriptor, inputs: JsonObject): string {
-  return op.path.replace(/\{([^}]*)\}/g, (_, name: string) => {
+  const filled = op.path.replace(/\{([^}]*)\}/g, (_, name: string) => {
     const p = op.parameters.find((q) => q.in === "path" && q.name === name)!;
     const value = inputs[p.input];
     if (!present(value)) throw invalidInputs(`the path parameter ${name} of ${op.operation_id} needs the input ${p.input}`, p.input);
     const text = p.content_type !== undefined ? encodeUnreserved(parameterValue(p, value) as string) : serialisePathValue(p.name, value, p.style, p.explode);
-    // URL parsing would climb the path with "." and ".."; label and matrix values always start with their prefix.
-    if (text === "" || text === "." || text === "..") throw invalidInputs(`the path parameter ${name} of ${op.operation_id} cannot be ${JSON.stringify(text)}`, p.input);
+    if (text === "") throw invalidInputs(`the path parameter ${name} of ${op.operation_id} cannot be empty`, p.input);
     return text;
   });
+  // URL parsing would climb the path with "." and ".." segments (written plainly or as %2E): what they would name is not
+  // what the operation names.
+  if (filled.split("/").some((segment) => /^(?:\.|%2e){1,2}$/i.test(segment))) {
+    throw invalidInputs(`the path of ${op.operation_id} would hold a "." or ".." segment`, op.parameters.find((p) => p.in === "path")?.input ?? "path");
+  }
+  return filled;
 }
 
 function checkHeaderValue(value: string, what: string, field: string): string {
