@@ -11,7 +11,7 @@ export interface OutboundRequest {
   url: URL;
   method: string;
   headers: Record<string, string>;
-  body?: string;
+  body?: string | Uint8Array;
   /** Headers never sent to another origin than the first one (the secret headers). */
   sensitiveHeaders: readonly string[];
 }

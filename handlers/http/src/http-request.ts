@@ -12,15 +12,19 @@
  *   none, so calling it directly is refused, and an operator who wants free-form calls publishes a node type
  *   implemented by it, with `allowed_hosts`.
  *
+ * A node type made from an OpenAPI operation carries `extensions["nodefabric.openapi"]` instead, and runs in
+ * openapi-mode.ts: the descriptor says how to call the operation, and `nodefabric.http` only bounds the exchange.
+ *
  * Every request goes through `ctx.egress`, which the executor's operator controls, never a node type: its `fetch`
  * checks each address it connects to (loopback, private, link-local, metadata and other non-public addresses are
  * refused unless the executor's `executor.egress` allows them), and a secret is handed out only for a host the
  * operator bound it to (`executor.secret_hosts`). A node type's `allowed_hosts` only narrows that.
  */
-import { defineAtomic, HandlerError, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
+import { defineAtomic, HandlerError, OPENAPI_EXTENSION, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
 import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";
+import { runOpenApiOperation } from "./openapi-mode.js";
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /** Headers a caller's inputs may not set: they belong to the connection, not to the request. */
@@ -213,6 +217,8 @@ async function handleHttpRequest(inputs: JsonObject, ctx: AtomicContext): Promis
   if (!ctx.nodeType) {
     throw new HandlerError("invalid_configuration", "this executor gives handlers no ctx.nodeType; @nodefabric/handler-http needs a newer @nodefabric/core", { retryable: false });
   }
+  // A node type made from an OpenAPI operation: its descriptor, not nodefabric.http, says how to call it.
+  if (ctx.nodeType.extensions?.[OPENAPI_EXTENSION] !== undefined) return runOpenApiOperation(inputs, ctx, egressOf(ctx));
   const name = nameOf(ctx.nodeType);
   const config = configOf(ctx.nodeType);
   if (!config.baseUrl && !config.allowedHostsConfigured) {
