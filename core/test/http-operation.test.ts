@@ -5,6 +5,7 @@ import {
   callHttpOperation,
   defineAtomic,
   HandlerError,
+  operationDescriptorOf,
   readOperationAnswer,
   type HttpOperationDescriptor,
   type JsonObject,
@@ -634,5 +635,11 @@ describe("answers", () => {
       state: "failed",
       error: { code: "configuration_error", retryable: false, message: 'petstore.broken@1.0.0: extensions["nodefabric.openapi"] has no upper-case method' },
     });
+    const of = (op: unknown) => () => operationDescriptorOf({ node_type_id: "t", version: "1", extensions: { "nodefabric.openapi": op } });
+    expect(of(descriptor())).not.toThrow();
+    expect(of({ ...descriptor(), body: { input: "body", media_type: "application/json", encoding: "json", required: false } })).toThrow("has a body, which cannot be sent with GET");
+    expect(of({ ...descriptor(), path: "/pet/{id}" })).toThrow("has no path parameter for {id} of its path");
+    expect(of({ ...descriptor(), security: [["missing"]] })).toThrow('names the security scheme "missing", which security_schemes does not describe');
+    expect(of({ ...descriptor(), parameters: [...descriptor().parameters, { input: "h", name: "bad header", in: "header", style: "simple", explode: false }] })).toThrow("not a valid header name");
   });
 });

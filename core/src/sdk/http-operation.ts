@@ -66,6 +66,7 @@ const DEFAULT_MAX_REDIRECTS = 5;
 /** Header parameters OpenAPI says to ignore: the runtime sets these itself. */
 const IGNORED_HEADER_PARAMETERS = new Set(["accept", "content-type", "authorization"]);
 const STYLES = new Set(["simple", "form", "spaceDelimited", "pipeDelimited", "deepObject", "matrix", "label"]);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const ENCODINGS = new Set(["json", "form", "multipart", "text", "binary"]);
 
 function configurationError(message: string, details?: Record<string, unknown>): HandlerError {
@@ -94,18 +95,22 @@ function descriptorProblem(d: unknown): string | undefined {
       return `has a parameter that is not { input, name, in, style, explode }: ${JSON.stringify(p)}`;
     }
   }
+  const header = (d.parameters as OperationParameter[]).find((p) => p.in === "header" && !HEADER_NAME.test(p.name));
+  if (header) return `has a header parameter whose name is not a valid header name: ${JSON.stringify(header.name)}`;
   for (const m of d.path.matchAll(/\{([^}]*)\}/g)) {
     if (!(d.parameters as OperationParameter[]).some((p) => p.in === "path" && p.name === m[1])) return `has no path parameter for {${m[1]}} of its path`;
   }
   if (d.body !== undefined && (!isObject(d.body) || typeof d.body.input !== "string" || typeof d.body.media_type !== "string" || !ENCODINGS.has(d.body.encoding as string))) {
     return "has a body that is not { input, media_type, encoding, required }";
   }
+  if (d.body !== undefined && (d.method === "GET" || d.method === "HEAD")) return `has a body, which cannot be sent with ${d.method}`;
   if (!isObject(d.security_schemes) || !Array.isArray(d.security)) return "has no security_schemes and security";
   for (const alternative of d.security as unknown[]) {
     if (!Array.isArray(alternative)) return "has a security alternative that is not an array of scheme names";
     for (const name of alternative) {
       const scheme = (d.security_schemes as Record<string, unknown>)[name as string];
       if (!isObject(scheme) || !["apiKey", "http", "oauth2"].includes(scheme.type as string)) return `names the security scheme ${JSON.stringify(name)}, which security_schemes does not describe`;
+      if (scheme.type === "apiKey" && scheme.in === "header" && !HEADER_NAME.test(scheme.name as string)) return `has an apiKey scheme whose header name is not valid: ${JSON.stringify(scheme.name)}`;
     }
   }
   if (!isObject(d.response) || !["object", "result", "none"].includes(d.response.outputs as string)) return "has no response.outputs";
