@@ -235,9 +235,9 @@ function secretNamesFor(scheme: OperationSecurityScheme): string[] {
   return [scheme.secret];
 }
 
-/** A path segment as RFC 3986 allows it unencoded, everything else percent-encoded (what encodeURIComponent does). */
+/** A path segment with only RFC 3986 unreserved characters left as they are (`A-Z a-z 0-9 - . _ ~`). */
 function encodeSegment(value: string): string {
-  return encodeURIComponent(value);
+  return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 function isPrimitive(value: unknown): value is string | number | boolean {
