@@ -488,6 +488,9 @@ describe("security schemes", () => {
       expect((await buildOperationRequest(narrower, { petId: 1 }, withValues(clientSecrets))).headers.authorization).toBe("Bearer tok-2");
       expect(token).toHaveLength(3);
       expect(new URLSearchParams(token[2]!.body).get("scope")).toBe("read:pets");
+      // So is another client secret: a token is reused only by whoever could have asked for it.
+      await build([["petstore_auth"]], { ...clientSecrets, PETSTORE_OAUTH_CLIENT_SECRET: "other" });
+      expect(token).toHaveLength(4);
     });
 
     it("prefers a configured access token over the flow", async () => {

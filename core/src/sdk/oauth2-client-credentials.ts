@@ -1,8 +1,9 @@
 /**
  * The OAuth 2 client credentials grant (RFC 6749 §4.4) for `callHttpOperation` and `http.request`: a token is asked
- * for once and reused, per token URL, client id and scopes, until shortly before it expires, so a busy node type does
+ * for once and reused, per token URL, client credentials and scopes, until shortly before it expires, so a busy node type does
  * not ask the authorisation server for a new token on every call.
  */
+import { createHash } from "node:crypto";
 import { HandlerError } from "./handler-error.js";
 import { readResponseBytes } from "./response-body.js";
 import { retryAfterMs } from "./retry-after.js";
@@ -44,7 +45,9 @@ export function forgetOAuthTokens(): void {
  * failure is a HandlerError `upstream_error` naming the token URL, retryable for a 5xx, 408, 429 or a network failure.
  */
 export async function clientCredentialsToken(credentials: ClientCredentials): Promise<string> {
-  const key = JSON.stringify([credentials.tokenUrl.href, credentials.clientId, [...credentials.scopes].sort()]);
+  // The secret is part of the key too (as a digest): a token is reused only by a caller that could have asked for it.
+  const secretDigest = createHash("sha256").update(credentials.clientSecret).digest("base64");
+  const key = JSON.stringify([credentials.tokenUrl.href, credentials.clientId, secretDigest, [...credentials.scopes].sort()]);
   const entry = tokens.get(key);
   if (entry?.token !== undefined && Date.now() < entry.refreshAt!) return entry.token;
   if (entry?.pending) return entry.pending;
