@@ -178,10 +178,34 @@ async function convertSwagger2(swagger: Record<string, unknown>, source: string,
   }
   const patches = converted.patches ?? 0;
   notes.push(`converted from Swagger 2.0 to OpenAPI 3.0${patches > 0 ? ` (${patches} small fault${patches === 1 ? "" : "s"} patched on the way)` : ""}`);
+  requireFormBodiesWithRequiredFields(converted.openapi, notes);
   const warnings = collectConversionWarnings(converted.openapi);
   for (const warning of warnings.slice(0, 20)) notes.push(`Swagger 2.0 conversion: ${warning}`);
   if (warnings.length > 20) notes.push(`Swagger 2.0 conversion: and ${warnings.length - 20} more warnings`);
   return converted.openapi as Record<string, unknown>;
+}
+
+/**
+ * Swagger 2.0 form parameters become one request body; the converter marks it required only when its first
+ * parameter is. A body with a required field is required, so it is marked so again.
+ */
+function requireFormBodiesWithRequiredFields(document: unknown, notes: string[]): void {
+  const paths = (document as { paths?: Record<string, unknown> }).paths ?? {};
+  let fixed = 0;
+  for (const item of Object.values(paths)) {
+    if (typeof item !== "object" || item === null) continue;
+    for (const operation of Object.values(item as Record<string, unknown>)) {
+      const body = (operation as { requestBody?: Record<string, unknown> } | null)?.requestBody;
+      if (typeof body !== "object" || body === null || body.required === true || typeof body.content !== "object" || body.content === null) continue;
+      const content = body.content as Record<string, { schema?: { required?: unknown } } | undefined>;
+      const form = content["multipart/form-data"] ?? content["application/x-www-form-urlencoded"];
+      if (Array.isArray(form?.schema?.required) && form.schema.required.length > 0) {
+        body.required = true;
+        fixed++;
+      }
+    }
+  }
+  if (fixed > 0) notes.push(`${fixed} form request bod${fixed === 1 ? "y" : "ies"} with required fields marked required (the conversion had lost it)`);
 }
 
 /** The `x-s2o-warning`s the converter left where it worked around a fault (warnOnly). */
