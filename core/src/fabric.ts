@@ -12,7 +12,7 @@ import { buildSelection } from "./services/selection/index.js";
 import { buildPdp } from "./services/pdp/index.js";
 import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 import { buildCompositeExecutor } from "./services/composite-executor/index.js";
-import { handlersFromDefinitions, loadHandlers, type LoadedHandlers } from "./services/atomic-executor/handler-loader.js";
+import { loadHandlers, withDefinitions, type LoadedHandlers } from "./services/atomic-executor/handler-loader.js";
 import type { Dispatcher } from "undici";
 import type { FabricDefinition } from "./sdk/types.js";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
@@ -82,10 +82,8 @@ async function handlersFor(config: FabricConfig, definitions: readonly FabricDef
     discover: discover.map((d) => path.resolve(config.base_dir, d)),
     cwd: config.base_dir,
   });
-  if (definitions.length === 0) return loaded;
   // Checked together, so a definition clashing with a package's is refused as a duplicate would be.
-  const merged = handlersFromDefinitions([...loaded.definitions, ...definitions]);
-  return { ...loaded, definitions: merged.definitions, byId: merged.byId, find: merged.find };
+  return withDefinitions(loaded, definitions);
 }
 
 /** Builds one service's fastify instance (not yet listening). */

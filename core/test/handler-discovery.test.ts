@@ -70,7 +70,14 @@ describe("discovery skips broken packages and reports each with its reason", () 
 
   it("a schema that does not compile: the node type, the schema and Ajv's reason", () => {
     const f = failedBy.get("@fixture/bad-schema")!;
-    expect(f).toMatchObject({ version: "1.0.0", dir: linked(project, "@fixture/bad-schema"), module: path.join(linked(project, "@fixture/bad-schema"), "index.js") });
+    expect(f).toMatchObject({
+      version: "1.0.0",
+      dir: linked(project, "@fixture/bad-schema"),
+      module: path.join(linked(project, "@fixture/bad-schema"), "index.js"),
+      // Only that node type is skipped; the package would serve any other.
+      node_type_id: "fixture.badschema",
+      node_type_version: "1.0.0",
+    });
     expect(f.reason).toMatch(/^node type fixture\.badschema@1\.0\.0: its input_schema does not compile: schema is invalid: .*type/);
   });
 
@@ -160,11 +167,19 @@ describe("the executor reports what it could not load", () => {
     expect(health.status).toBe("degraded");
     const check = health.checks.find((c: { name: string }) => c.name === "handlers");
     expect(check.status).toBe("degraded");
-    expect(check.message).toBe("2 handler package(s) could not be loaded and are not served: @fixture/bad-schema, @fixture/throws-on-import");
+    expect(check.message).toBe(
+      "1 handler package(s) could not be loaded and are not served: @fixture/throws-on-import; " +
+        "1 node type(s) could not be loaded and are not served: fixture.badschema@1.0.0 (@fixture/bad-schema)",
+    );
     expect(check.details.count).toBe(3);
     expect(check.details.node_types).toContainEqual({ node_type_id: "fixture.greet", version: "1.0.0", package: "@fixture/good-handlers", package_version: "1.2.3" });
     expect(check.details.failed).toHaveLength(2);
-    expect(check.details.failed[0]).toMatchObject({ package: "@fixture/bad-schema", reason: expect.stringContaining("its input_schema does not compile") });
+    expect(check.details.failed[0]).toMatchObject({
+      package: "@fixture/bad-schema",
+      node_type_id: "fixture.badschema",
+      node_type_version: "1.0.0",
+      reason: expect.stringContaining("its input_schema does not compile"),
+    });
     // Health names the package's files from node_modules on, never by an absolute path.
     expect(check.details.failed[1]).toEqual({
       package: "@fixture/throws-on-import",
@@ -191,6 +206,8 @@ describe("the executor reports what it could not load", () => {
     });
     expect(missing.statusCode).toBe(404);
     expect(missing.json().error.code).toBe("unknown_node_type");
+    // The answer says why: the node type is defined, but could not load.
+    expect(missing.json().error.message).toMatch(/^this executor does not serve fixture\.badschema@1\.0\.0: node type fixture\.badschema@1\.0\.0: its input_schema does not compile/);
   });
 
   it("logged each failed load once at start, as a warning with the reason", () => {

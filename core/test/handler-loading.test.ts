@@ -30,7 +30,7 @@ describe("loading handler packages", () => {
     expect(h.byId.get("fixture.greet")!.map((d) => d.definition.nodeType.version).sort()).toEqual(["1.0.0", "2.0.0"]);
     expect(h.find("fixture.greet", "3.0.0")).toBeUndefined();
     expect(h.find("fixture.fake", "1.0.0")).toBeUndefined();
-    // The schemas were compiled at load.
+    // The schemas compile on first use.
     expect(greet.validateInputs({ name: "Ada" })).toBe(true);
     expect(greet.validateInputs({})).toBe(false);
     expect(greet.definition.nodeType.kind).toBe("atomic");
@@ -131,11 +131,21 @@ describe("load-time checks stop the start with a clear message", () => {
     expect(err.message).toContain(`package @fixture/dup-b@2.0.0 (${path.join(fixture("dup-b"), "index.js")})`);
   });
 
-  it("a schema that does not compile names the package, the node type and Ajv's reason", async () => {
-    const err = await loadError({ handlers: [fixture("bad-schema")] });
-    expect(err.message).toContain("node type fixture.badschema@1.0.0 from package @fixture/bad-schema@1.0.0");
-    expect(err.message).toContain("its input_schema does not compile");
-    expect(err.message).toMatch(/schema is invalid: .*type/);
+  it("a schema that does not compile does not stop the start: that node type is skipped and listed, with Ajv's reason", async () => {
+    const { logger } = quietLogger();
+    const h = await loadHandlers({ handlers: [fixture("bad-schema"), fixture("good")], logger });
+    expect(ids(h)).toEqual(["fixture.count@0.1.0", "fixture.greet@1.0.0", "fixture.greet@2.0.0"]);
+    expect(h.find("fixture.badschema", "1.0.0")).toBeUndefined();
+    expect(h.failed).toHaveLength(1);
+    expect(h.failed[0]).toMatchObject({
+      package: "@fixture/bad-schema",
+      version: "1.0.0",
+      dir: fixture("bad-schema"),
+      module: path.join(fixture("bad-schema"), "index.js"),
+      node_type_id: "fixture.badschema",
+      node_type_version: "1.0.0",
+    });
+    expect(h.failed[0]!.reason).toMatch(/^node type fixture\.badschema@1\.0\.0: its input_schema does not compile: schema is invalid: .*type/);
   });
 
   it("an incompatible SDK version names the versions and what to do", async () => {
@@ -175,12 +185,12 @@ describe("load-time checks stop the start with a clear message", () => {
     expect(err.message).toContain(`left-pad-ish (${fixture("not-a-handler")}) is not a NodeFabric handler package`);
   });
 
-  it("lists every problem at once", async () => {
+  it("lists every problem at once (and a node type that is only skipped is none of them)", async () => {
     const err = await loadError({ handlers: [fixture("old-sdk"), fixture("bad-schema"), "@fixture/does-not-exist", fixture("good")], cwd: fixtures });
-    expect(err.problems).toHaveLength(3);
+    expect(err.problems).toHaveLength(2);
     expect(err.message.split("\n")[0]).toBe("cannot load handlers:");
     expect(err.message).toContain("fixture.oldsdk@1.0.0");
-    expect(err.message).toContain("fixture.badschema@1.0.0");
+    expect(err.message).not.toContain("fixture.badschema@1.0.0");
     expect(err.message).toContain("@fixture/does-not-exist");
   });
 });

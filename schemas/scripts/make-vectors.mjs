@@ -287,6 +287,12 @@ const extra = {
     ["bare-node-type", "full", (v) => v.node_type, ""],
     ["node_type-missing-kind", "full", (v) => deleteAt(v, ["node_type", "kind"]), "/node_type"],
   ],
+  node_type_batch_publish_request: [
+    ["empty-node_types", "full", (v) => setAt(v, ["node_types"], []), "/node_types"],
+    ["too-many-node_types", "minimal", (v) => setAt(v, ["node_types"], Array.from({ length: 501 }, () => v.node_types[0])), "/node_types"],
+    ["item-missing-kind", "full", (v) => deleteAt(v, ["node_types", 1, "kind"]), "/node_types/1"],
+    ["single-node_type", "full", (v) => ({ node_type: v.node_types[0] }), ""],
+  ],
   candidate_set_request: [["subtask_spec-missing-goal", "full", (v) => deleteAt(v, ["subtask_spec", "goal"]), "/subtask_spec"]],
   policy_decision_request: [["empty-action", "full", (v) => setAt(v, ["action"], ""), "/action"]],
   node_type_list: [

@@ -17,6 +17,7 @@ const EXPECTED_NAMES = [
   "run_start_request", "node_runs_create_request", "node_run_create_spec", "node_runs_create_response",
   "node_run_evaluation_report_request", "node_run_complete_request", "atomic_execute_request",
   "atomic_execute_result", "composite_begin_request", "composite_begin_response", "node_type_publish_request",
+  "node_type_batch_publish_request",
   "candidate_set_request", "policy_decision_request", "node_type_list", "node_type_versions", "run_list",
   "node_run_list",
 ];

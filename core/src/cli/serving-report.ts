@@ -1,8 +1,8 @@
 /**
  * What `fabric node-types ls` tells besides the list: whether a reachable executor serves each node type, and the
  * problems that would otherwise go unnoticed: node types no executor serves (the registry's `unserved_node_types`
- * health check), handler packages an executor could not load (its `handlers` health check), executors the
- * directory lists that do not answer.
+ * health check), handler packages and single node types an executor could not load (its `handlers` health check),
+ * executors the directory lists that do not answer.
  */
 import { implementationOf } from "../node-type-implementation.js";
 import type { NodeType } from "@nodefabric/schemas";
@@ -12,6 +12,9 @@ import { FabricError } from "../http/errors.js";
 
 /** How long an executor may take to answer its health before it is reported as unreachable. */
 export const EXECUTOR_HEALTH_TIMEOUT_MS = 1_000;
+
+/** Failed loads of one executor spelled out, one line each; the rest are counted. */
+const FAILED_LOADS_SHOWN = 20;
 
 /** Whether a node type is served: by a reachable executor, by none, or only by executors that did not answer. */
 export type ServedState = "yes" | "no" | "unreachable";
@@ -116,9 +119,13 @@ export async function servingReport(registry: RegistryClient, listed: NodeType[]
     }
     reachable.add(endpoint);
     const failed = probe.checks.find((c) => c.name === "handlers")?.details?.failed;
-    for (const f of Array.isArray(failed) ? (failed as Array<{ package?: unknown; reason?: unknown }>) : []) {
-      warnings.push(`! ${endpoint} could not load ${String(f.package)}: ${String(f.reason)}`);
+    const list = Array.isArray(failed) ? (failed as Array<{ package?: unknown; reason?: unknown; node_type_id?: unknown }>) : [];
+    for (const f of list.slice(0, FAILED_LOADS_SHOWN)) {
+      // A single node type that could not load leaves the rest of its package served.
+      const rest = f.node_type_id !== undefined ? " (its other node types are served)" : "";
+      warnings.push(`! ${endpoint} could not load ${String(f.package)}: ${String(f.reason)}${rest}`);
     }
+    if (list.length > FAILED_LOADS_SHOWN) warnings.push(`! ${endpoint} could not load ${list.length - FAILED_LOADS_SHOWN} more; see GET ${endpoint}/v1/health`);
   });
 
   const servingEntries = new Map<string, ExecutorEntry[]>();

@@ -88,6 +88,7 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
   "node-registry": [
     { method: "GET", path: "/v1/node-types", scope: "node-types:read" },
     { method: "POST", path: "/v1/node-types", scope: "node-types:write" },
+    { method: "POST", path: "/v1/node-types:batch", scope: "node-types:write" },
     { method: "GET", path: "/v1/node-types/{node_type_id}", scope: "node-types:read" },
     { method: "GET", path: "/v1/node-types/{node_type_id}/versions", scope: "node-types:read" },
     // The executor directory: whoever is listed there is sent the inputs of every NodeRun of its node types, so

@@ -5,6 +5,7 @@
 export { defineAtomic, isAtomicDefinition, isDefinition, SDK_VERSION, DEFINITION_BRAND } from "./define-atomic.js";
 export { HandlerError, type HandlerErrorOptions } from "./handler-error.js";
 export { defineComposite, isCompositeDefinition } from "./define-composite.js";
+export { defineAtomicSet, isAtomicSet, ATOMIC_SET_BRAND } from "./define-atomic-set.js";
 export { ChildFailedError } from "./child-failed-error.js";
 export { retryAfterMs } from "./retry-after.js";
 export { OPENAPI_EXTENSION } from "./http-operation-types.js";
@@ -23,6 +24,8 @@ export type { HttpOperationDescriptor, OperationBody, OperationParameter, Operat
 export type {
   AtomicContext,
   AtomicDefinition,
+  AtomicSet,
+  AtomicSetEntry,
   CallOptions,
   ChildRun,
   CompositeContext,

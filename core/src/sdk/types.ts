@@ -125,6 +125,33 @@ export interface AtomicDefinition<I = JsonObject, O = JsonObject> extends Fabric
   readonly template?: boolean;
 }
 
+/** One line of a set's `index.json`: a node type and the file its NodeType is in, relative to the set's directory. */
+export interface AtomicSetEntry {
+  readonly node_type_id: string;
+  readonly version: string;
+  readonly file: string;
+}
+
+/**
+ * Many atomic node types that share one handler, their NodeTypes kept as JSON files in a directory (a package
+ * generated from a large API), as made by `defineAtomicSet`. Only the small index is held in memory; an executor
+ * reads a node type's file when it is first asked to run it, and the handler reads which one it runs as `ctx.nodeType`.
+ */
+export interface AtomicSet<I = JsonObject, O = JsonObject> {
+  readonly kind: "atomic-set";
+  /** Version of the SDK that made the set. */
+  readonly sdkVersion: string;
+  /** Absolute path of the directory holding `index.json` and the NodeType files. */
+  readonly directory: string;
+  /** The node types of the set, as `index.json` lists them. */
+  readonly entries: readonly AtomicSetEntry[];
+  readonly handler: HandlerFn<I, O>;
+  /** Reads and returns the NodeType of one member from its file, each time (the set keeps none of them). */
+  load(nodeTypeId: string, version: string): NodeType & { kind: "atomic" };
+  /** One member as an ordinary atomic definition (for `runHandler` in the package's tests); `version` may be left out when the id has one. */
+  get(nodeTypeId: string, version?: string): AtomicDefinition<I, O>;
+}
+
 /** Options of `ctx.call` and `ctx.spawn`. */
 export interface CallOptions {
   /** The candidate set the node type was chosen from; the child is then bound to it (checked by the coordinator). */

@@ -1027,6 +1027,30 @@ export const schemas = {
     ],
     "additionalProperties": false
   },
+  node_type_batch_publish_request: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/node_type_batch_publish_request.schema.json",
+    "title": "NodeTypeBatchPublishRequest",
+    "description": "Body of POST /v1/node-types:batch (an extension): publish up to 500 immutable NodeType versions at once, all or nothing.",
+    "type": "object",
+    "properties": {
+      "node_types": {
+        "type": "array",
+        "items": {
+          "$ref": "node_type.schema.json"
+        },
+        "minItems": 1,
+        "maxItems": 500
+      },
+      "extensions": {
+        "$ref": "extensions.schema.json"
+      }
+    },
+    "required": [
+      "node_types"
+    ],
+    "additionalProperties": false
+  },
   node_type_list: {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://nodefabric.dev/schemas/v1/node_type_list.schema.json",

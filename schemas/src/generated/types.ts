@@ -67,6 +67,7 @@ export interface SchemaTypes {
   node_runs_create_request: NodeRunsCreateRequest
   node_runs_create_response: NodeRunsCreateResponse
   node_type: NodeType
+  node_type_batch_publish_request: NodeTypeBatchPublishRequest
   node_type_list: NodeTypeList
   node_type_publish_request: NodeTypePublishRequest
   node_type_ref: NodeTypeRef
@@ -518,6 +519,17 @@ export interface NodeType {
   }
   preferred_executor_types?: string[]
   metadata?: Metadata
+  extensions?: Extensions
+}
+/**
+ * Body of POST /v1/node-types:batch (an extension): publish up to 500 immutable NodeType versions at once, all or nothing.
+ */
+export interface NodeTypeBatchPublishRequest {
+  /**
+   * @minItems 1
+   * @maxItems 500
+   */
+  node_types: NodeType[]
   extensions?: Extensions
 }
 /**

@@ -1,20 +1,29 @@
 /**
- * Finds handler packages, imports their modules and checks every definition before the executor starts:
- * schemas compile, (node_type_id, version) is unique, and the SDK that made it is compatible with ours.
- * A problem with a package the operator named stops the start; a package found by discovery that has one is
- * skipped and reported (`failed`), so one broken package in node_modules does not take the others down with it.
+ * Finds handler packages, imports their modules and checks what they define before the executor starts: each NodeType
+ * is valid, its schemas would compile, (node_type_id, version) is unique, and the SDK that made it is compatible with
+ * ours. Load is kept cheap, so a package generated from a 1,000-operation API starts in well under a second:
+ *
+ * - schemas are not compiled at load but on first use (`validateInputs`, `validateOutputs`), for every definition;
+ *   load runs the cheap check of handler-schemas.ts instead;
+ * - a set (`defineAtomicSet`) contributes the node types its index lists without reading their files; `find` reads,
+ *   checks and caches (LRU) a member's NodeType the first time it is asked for it.
+ *
+ * Problems are kept as small as they are: one node type that cannot load (a bad NodeType, a schema that would not
+ * compile) is skipped and listed in `failed`, and its package serves the rest. A package that cannot load at all is
+ * skipped and listed when discovery found it, and stops the start when the operator named it.
  */
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { existsSync, readdirSync, realpathSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import semver from "semver";
 import type { ValidateFunction } from "ajv";
-import { validatorFor } from "@nodefabric/schemas";
-import { isDefinition, SDK_VERSION } from "../../sdk/define-atomic.js";
-import type { FabricDefinition } from "../../sdk/types.js";
+import { validatorFor, type NodeType } from "@nodefabric/schemas";
+import { DEFINITION_BRAND, isDefinition, SDK_VERSION } from "../../sdk/define-atomic.js";
+import { isAtomicSet, readSetMember } from "../../sdk/define-atomic-set.js";
+import type { AtomicSet, AtomicSetEntry, DefinitionKind, FabricDefinition, HandlerFn } from "../../sdk/types.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
-import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv, schemaProblem } from "../../http/handler-schemas.js";
 import { versionProblem } from "../../store/node-type-version-order.js";
 
 /** Where a definition came from. */
@@ -27,30 +36,64 @@ export interface HandlerSource {
   path: string;
 }
 
-/** A checked definition, with its schemas compiled once. */
+/**
+ * A checked definition. Its validators compile their schema on first call and keep it; a schema that does not compile
+ * makes them throw, so call `schemaProblem()` first where that must become a result rather than an exception.
+ */
 export interface LoadedDefinition {
   definition: FabricDefinition;
   source: HandlerSource;
   validateInputs: ValidateFunction;
   validateOutputs: ValidateFunction;
+  /**
+   * Compiles both schemas unless done already, and says why one does not compile (undefined when both do). The first
+   * time it finds a problem, the node type is listed in `failed` of the LoadedHandlers it came from.
+   */
+  schemaProblem?(): string | undefined;
+}
+
+/** A node type the executor serves, known without reading its NodeType (a definition's, or one listed by a set's index). */
+export interface ServedNodeType {
+  node_type_id: string;
+  version: string;
+  kind: DefinitionKind;
+  source: HandlerSource;
+}
+
+/** The NodeTypes of one kind, read one at a time as they are iterated (set members from their files). */
+export interface NodeTypeStream extends Iterable<NodeType> {
+  /** How many there are, before any turn out not to load. */
+  readonly count: number;
 }
 
 /** Every definition the executor serves, looked up by id and version. */
 export interface LoadedHandlers {
+  /** The definitions held in memory (defineAtomic, defineComposite); members of sets are not among them, see `served`. */
   definitions: LoadedDefinition[];
-  /** All versions of each node_type_id. */
+  /** All versions of each node_type_id among `definitions`. */
   byId: ReadonlyMap<string, LoadedDefinition[]>;
-  /** The definition of exactly this id and version. */
+  /** The definition of exactly this id and version; a set member's NodeType file is read and checked on first use. */
   find(nodeTypeId: string, version: string): LoadedDefinition | undefined;
+  /** Every node type served, set members included (those whose file turned out broken are left out). */
+  readonly served: readonly ServedNodeType[];
+  /** The versions of `nodeTypeId` served, of `kind` when given. */
+  versionsOf(nodeTypeId: string, kind?: DefinitionKind): string[];
+  /** Why a node type that a loaded package defines is not served (skipped at load, or its NodeType file turned out broken); else undefined. */
+  notServed(nodeTypeId: string, version: string): string | undefined;
+  /** The NodeTypes of `kind`, for publishing: read batch by batch rather than held at once. */
+  nodeTypes(kind: DefinitionKind): NodeTypeStream;
   /** Things worth telling the operator that did not stop the start (e.g. discovery found nothing). */
   warnings: string[];
-  /** Discovered packages that were skipped because they could not be loaded, with the reason. */
-  failed: FailedHandlerLoad[];
+  /**
+   * What was skipped because it could not be loaded, with the reason: whole packages (discovered ones), and single node
+   * types (with `node_type_id`). It grows while the executor runs, when a set member's file or a schema turns out broken.
+   */
+  readonly failed: FailedHandlerLoad[];
 }
 
-/** A discovered handler package that the executor skipped: none of its node types are served. */
+/** A handler package, or one node type of it, that the executor skipped. */
 export interface FailedHandlerLoad {
-  /** npm package name (its folder under node_modules when package.json cannot be read). */
+  /** npm package name (its folder under node_modules when package.json cannot be read; the module file for a module named by path). */
   package: string;
   /** Version of that package, when known. */
   version?: string;
@@ -58,6 +101,10 @@ export interface FailedHandlerLoad {
   dir: string;
   /** The handler module at fault, when exactly one is. */
   module?: string;
+  /** Set when only this node type is skipped; the package serves the rest. */
+  node_type_id?: string;
+  /** The version of that node type. */
+  node_type_version?: string;
   /** Why it was skipped; several problems are joined with "; ". */
   reason: string;
 }
@@ -76,6 +123,8 @@ export interface LoadHandlersOptions {
   /** Where package names are resolved from and relative paths start (default: process.cwd()). */
   cwd?: string;
   logger?: LoaderLogger;
+  /** Members of sets kept loaded, schemas compiled, at once; the least recently used are dropped past it (default 256). */
+  setCacheSize?: number;
 }
 
 /** One or more problems that stop the start; `problems` lists each, the message joins them. */
@@ -89,6 +138,10 @@ export class HandlerLoadError extends Error {
   }
 }
 
+/** A package with at least this many node types gets a progress line when it loads. */
+export const PROGRESS_THRESHOLD = 100;
+const DEFAULT_SET_CACHE_SIZE = 256;
+
 interface PackageJson {
   name?: string;
   version?: string;
@@ -98,14 +151,25 @@ interface PackageJson {
   nodefabric?: { handlers?: unknown };
 }
 
+/** Warnings go to stderr; of the info lines only progress (`{ progress: true }`), so a large package's load is visible. */
 const stderrLogger: LoaderLogger = {
-  info: () => undefined,
+  info: (obj, msg) => {
+    if ((obj as { progress?: unknown }).progress === true) process.stderr.write(`nodefabric: ${msg ?? JSON.stringify(obj)}\n`);
+  },
   warn: (obj, msg) => process.stderr.write(`nodefabric: ${msg ?? JSON.stringify(obj)}\n`),
 };
+
+const silentLogger: LoaderLogger = { info: () => undefined, warn: () => undefined };
 
 function describe(source: HandlerSource): string {
   return source.package ? `package ${source.package}${source.version ? `@${source.version}` : ""} (${source.path})` : source.path;
 }
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+const keyOf = (nodeTypeId: string, version: string) => `${nodeTypeId}\u0000${version}`;
 
 function readPackageJson(dir: string): PackageJson {
   const file = path.join(dir, "package.json");
@@ -206,63 +270,17 @@ function discoverPackageDirs(root: string): string[] {
   return found;
 }
 
-/** A package found by discovery: its problems skip it rather than stop the start. */
-interface DiscoveredPackage {
-  /** Its real directory, which identifies it. */
+/** A package (or a module named by path) that definitions came from: what failed loads are reported under. */
+interface Owner {
+  /** Its real directory (or file), which identifies it. */
   key: string;
-  /** Its place in discovery order, which failed loads are listed in. */
+  /** Its place in load order, which failed loads are listed in. */
   order: number;
   name: string;
   version?: string;
   dir: string;
-}
-
-interface Collected {
-  definition: FabricDefinition;
-  source: HandlerSource;
-  /** Set when the definition came from a discovered package. */
-  discovered?: DiscoveredPackage;
-}
-
-/** Problems found while loading: those that stop the start, and the discovered packages to skip with their reasons. */
-class LoadProblems {
-  readonly fatal: string[] = [];
-  private readonly skipped = new Map<string, { pkg: DiscoveredPackage; reasons: string[]; modules: Set<string> }>();
-
-  /** Records a problem that stops the start. */
-  stop(message: string): void {
-    this.fatal.push(message);
-  }
-
-  /** Skips a discovered package for `reason` (`module`: the handler module at fault). */
-  skip(pkg: DiscoveredPackage, reason: string, module?: string): void {
-    let entry = this.skipped.get(pkg.key);
-    if (!entry) this.skipped.set(pkg.key, (entry = { pkg, reasons: [], modules: new Set() }));
-    entry.reasons.push(reason);
-    if (module) entry.modules.add(module);
-  }
-
-  /** Skips a discovered package for `reason`; anything else stops the start with `message`. */
-  add(discovered: DiscoveredPackage | undefined, message: string, reason: string, module?: string): void {
-    if (discovered) this.skip(discovered, reason, module);
-    else this.stop(message);
-  }
-
-  /** True for a definition's package that is skipped. */
-  isSkipped(discovered: DiscoveredPackage | undefined): boolean {
-    return discovered !== undefined && this.skipped.has(discovered.key);
-  }
-
-  /** The skipped packages, in discovery order. */
-  failedLoads(): FailedHandlerLoad[] {
-    return [...this.skipped.values()].sort((a, b) => a.pkg.order - b.pkg.order).map(({ pkg, reasons, modules }) => ({
-      package: pkg.name,
-      ...(pkg.version ? { version: pkg.version } : {}),
-      dir: pkg.dir,
-      ...(modules.size === 1 ? { module: [...modules][0] } : {}),
-      reason: reasons.join("; "),
-    }));
-  }
+  /** Found by discovery: a problem of the whole package skips it rather than stop the start. */
+  discovered: boolean;
 }
 
 /** The name a package is known by before its package.json is read: its path under node_modules, else its folder name. */
@@ -272,121 +290,95 @@ function nameFromDir(dir: string): string {
   return nm >= 0 && nm < parts.length - 1 ? parts.slice(nm + 1).join("/") : path.basename(dir);
 }
 
-/** Imports handler modules once each and gathers their definitions, noting problems instead of stopping at the first. */
-class Collector {
-  readonly collected: Collected[] = [];
-  readonly problems = new LoadProblems();
-  readonly warnings: string[] = [];
-  private readonly seenModules = new Set<string>();
-  private readonly seenPackages = new Set<string>();
-  private readonly seenDefinitions = new Set<object>();
-  private packagesVisited = 0;
+/** The failed loads of one LoadedHandlers: fixed at load, then growing as set members and schemas turn out broken. */
+class FailureList {
+  readonly entries: FailedHandlerLoad[] = [];
+  private readonly keys = new Set<string>();
 
-  constructor(private readonly logger: LoaderLogger) {}
+  /** Adds an entry unless one for the same package and node type is there; true when added. */
+  add(entry: FailedHandlerLoad): boolean {
+    const key = `${entry.package}\u0000${entry.node_type_id ?? ""}\u0000${entry.node_type_version ?? ""}`;
+    if (this.keys.has(key)) return false;
+    this.keys.add(key);
+    this.entries.push(entry);
+    return true;
+  }
+}
 
-  warn(message: string): void {
-    this.warnings.push(message);
-    this.logger.warn({ warning: message }, message);
+/** The FailedHandlerLoad of one node type of `owner`. */
+function nodeTypeFailure(owner: Owner | undefined, source: HandlerSource, nodeTypeId: string, version: string, reason: string): FailedHandlerLoad {
+  return {
+    package: owner?.name ?? source.package ?? source.path,
+    ...((owner?.version ?? source.version) ? { version: owner?.version ?? source.version } : {}),
+    dir: owner?.dir ?? (path.isAbsolute(source.path) ? path.dirname(source.path) : ""),
+    ...(path.isAbsolute(source.path) ? { module: source.path } : {}),
+    node_type_id: nodeTypeId,
+    node_type_version: version,
+    reason,
+  };
+}
+
+/** Problems found while loading: those that stop the start, the packages to skip, and the node types to skip. */
+class LoadProblems {
+  readonly fatal: string[] = [];
+  private readonly skipped = new Map<string, { owner: Owner; reasons: string[]; modules: Set<string> }>();
+  private readonly nodeTypes: Array<{ order: number; failure: FailedHandlerLoad }> = [];
+  private readonly skippedNodeTypes = new Set<string>();
+
+  /** Records a problem that stops the start. */
+  stop(message: string): void {
+    this.fatal.push(message);
   }
 
-  /** Loads one package directory named by the operator, or found by discovery (`discovered`: skipped when broken). */
-  async loadPackage(dir: string, label: string, origin: "named" | "discovered"): Promise<number> {
-    const order = this.packagesVisited++;
-    let real: string;
-    try {
-      real = realpathSync(dir);
-    } catch {
-      const where: DiscoveredPackage | undefined = origin === "discovered" ? { key: path.resolve(dir), order, name: nameFromDir(dir), dir } : undefined;
-      this.problems.add(where, `handler package ${label}: directory ${dir} does not exist`, `directory ${dir} does not exist`);
-      return 0;
-    }
-    if (this.seenPackages.has(real)) return 0;
-    this.seenPackages.add(real);
-    let pkg: PackageJson;
-    try {
-      pkg = readPackageJson(dir);
-    } catch (err) {
-      const where: DiscoveredPackage | undefined = origin === "discovered" ? { key: real, order, name: nameFromDir(dir), dir } : undefined;
-      const problem = `cannot read ${path.join(dir, "package.json")}: ${(err as Error).message}`;
-      this.problems.add(where, `handler package ${label}: ${problem}`, problem);
-      return 0;
-    }
-    const name = pkg.name ?? label;
-    const discovered: DiscoveredPackage | undefined =
-      origin === "discovered" ? { key: real, order, name: pkg.name ?? nameFromDir(dir), ...(typeof pkg.version === "string" ? { version: pkg.version } : {}), dir } : undefined;
-    let modules: string[];
-    if (hasHandlersField(pkg)) {
-      const list = pkg.nodefabric!.handlers;
-      if (!Array.isArray(list) || list.length === 0 || !list.every((m) => typeof m === "string" && m.length > 0)) {
-        const problem = `"nodefabric.handlers" in package.json must be a non-empty array of module paths, such as ["./dist/index.js"]`;
-        this.problems.add(discovered, `handler package ${name} (${dir}): ${problem}`, `${problem} (it is ${JSON.stringify(list)})`);
-        return 0;
-      }
-      modules = list as string[];
-    } else if (origin === "named" && Array.isArray(pkg.keywords) && pkg.keywords.includes("nodefabric-handler")) {
-      modules = [mainEntry(pkg)];
-    } else {
-      // Discovery only imports packages that name their modules; one that only looks like a handler package is reported.
-      const has = pkg.nodefabric !== undefined ? `"nodefabric": ${JSON.stringify(pkg.nodefabric)}` : `the keyword "nodefabric-handler"`;
-      this.problems.add(
-        discovered,
-        `${name} (${dir}) is not a NodeFabric handler package: its package.json has neither "nodefabric": { "handlers": [...] } nor the keyword "nodefabric-handler"`,
-        `its package.json has ${has} but no "nodefabric": { "handlers": [...] } naming its modules; add it, or name the package with --handlers`,
-      );
-      return 0;
-    }
-    let count = 0;
-    for (const rel of modules) {
-      const file = path.resolve(dir, rel);
-      if (!existsSync(file)) {
-        const hint = /(^|[\\/])(dist|build|lib|out)[\\/]/.test(rel) ? "; build the package first (npm run build)" : "";
-        const problem = `its handler module ${rel} does not exist at ${file}${hint}`;
-        this.problems.add(discovered, `handler package ${name}: ${problem}`, problem, file);
-        continue;
-      }
-      count += await this.loadModule(file, { package: name, version: pkg.version, path: file }, discovered);
-    }
-    return count;
+  /** Skips a discovered package for `reason` (`module`: the handler module at fault). */
+  skip(owner: Owner, reason: string, module?: string): void {
+    let entry = this.skipped.get(owner.key);
+    if (!entry) this.skipped.set(owner.key, (entry = { owner, reasons: [], modules: new Set() }));
+    entry.reasons.push(reason);
+    if (module) entry.modules.add(module);
   }
 
-  /** Imports one module and keeps every definition it exports (default: one or an array; named exports too). */
-  async loadModule(file: string, source: HandlerSource, discovered?: DiscoveredPackage): Promise<number> {
-    let real: string;
-    try {
-      real = realpathSync(file);
-    } catch {
-      this.problems.add(discovered, `handler module ${file} does not exist`, `handler module ${file} does not exist`, file);
-      return 0;
+  /** A problem of a whole package: skips it when discovery found it; anything else stops the start with `message`. */
+  add(owner: Owner | undefined, message: string, reason: string, module?: string): void {
+    if (owner?.discovered) this.skip(owner, reason, module);
+    else this.stop(message);
+  }
+
+  /** Skips one node type of `owner`, whose other node types are served; without an owner (a definition in memory) it stops the start. */
+  skipNodeType(owner: Owner | undefined, source: HandlerSource, nodeTypeId: string, version: string, message: string, reason: string): void {
+    if (!owner) {
+      this.stop(message);
+      return;
     }
-    if (this.seenModules.has(real)) return 0;
-    this.seenModules.add(real);
-    let ns: Record<string, unknown>;
-    try {
-      ns = (await import(/* @vite-ignore */ pathToFileURL(real).href)) as Record<string, unknown>;
-    } catch (err) {
-      const e = err as Error;
-      const cause = e?.message ?? String(err);
-      const where = source.package ? `handler module ${file} of package ${source.package}` : `handler module ${file}`;
-      this.problems.add(discovered, `cannot import ${where}: ${cause}`, `cannot import ${file}: ${cause}`, file);
-      return 0;
-    }
-    let count = 0;
-    const take = (value: unknown) => {
-      if (!isDefinition(value) || this.seenDefinitions.has(value)) return;
-      this.seenDefinitions.add(value);
-      this.collected.push({ definition: value, source, ...(discovered ? { discovered } : {}) });
-      count++;
-    };
-    const keys = Object.keys(ns).sort((a, b) => (a === "default" ? -1 : b === "default" ? 1 : 0));
-    for (const key of keys) {
-      const value = ns[key];
-      if (Array.isArray(value)) value.forEach(take);
-      else take(value);
-    }
-    if (count === 0 && !Object.values(ns).some((v) => isDefinition(v) || (Array.isArray(v) && v.some(isDefinition)))) {
-      this.warn(`${describe(source)} exports no node type definitions (export default defineAtomic({ ... }))`);
-    }
-    return count;
+    this.skippedNodeTypes.add(`${owner.key}\u0000${keyOf(nodeTypeId, version)}`);
+    this.nodeTypes.push({ order: owner.order, failure: nodeTypeFailure(owner, source, nodeTypeId, version, reason) });
+  }
+
+  /** True for a package that is skipped. */
+  isSkipped(owner: Owner | undefined): boolean {
+    return owner !== undefined && this.skipped.has(owner.key);
+  }
+
+  /** True for a node type of `owner` that is skipped on its own. */
+  isNodeTypeSkipped(owner: Owner | undefined, nodeTypeId: string, version: string): boolean {
+    return owner !== undefined && this.skippedNodeTypes.has(`${owner.key}\u0000${keyOf(nodeTypeId, version)}`);
+  }
+
+  /** The skipped packages and node types, in load order (a skipped package's node types are not listed on their own). */
+  failedLoads(): FailedHandlerLoad[] {
+    const packages = [...this.skipped.values()].map(({ owner, reasons, modules }) => ({
+      order: owner.order,
+      failure: {
+        package: owner.name,
+        ...(owner.version ? { version: owner.version } : {}),
+        dir: owner.dir,
+        ...(modules.size === 1 ? { module: [...modules][0] } : {}),
+        reason: reasons.join("; "),
+      } as FailedHandlerLoad,
+    }));
+    const skippedOrders = new Set([...this.skipped.values()].map((s) => s.owner.order));
+    const nodeTypes = this.nodeTypes.filter((n) => !skippedOrders.has(n.order));
+    return [...packages, ...nodeTypes].sort((a, b) => a.order - b.order).map((e) => e.failure);
   }
 }
 
@@ -403,67 +395,495 @@ function compatibleRange(): string {
   return ours ? (ours.major === 0 ? `${ours.major}.${ours.minor}.x` : `${ours.major}.x`) : SDK_VERSION;
 }
 
-type Checked = LoadedDefinition & { discovered?: DiscoveredPackage };
+/** Why a definition or set made by SDK `version` cannot run here, or undefined. */
+function sdkProblem(version: unknown): string | undefined {
+  if (typeof version === "string" && sdkCompatible(version)) return undefined;
+  return (
+    `was made with @nodefabric/core/sdk ${String(version)}, ` +
+    `which this executor (SDK ${SDK_VERSION}) cannot run; rebuild the package against @nodefabric/core ${compatibleRange()}`
+  );
+}
 
-/** Checks one definition and compiles its schemas; records its problems and returns undefined when it has any. */
-function checkDefinition(item: Collected, problems: LoadProblems, nodeTypeValidator: ValidateFunction): Checked | undefined {
-  const { definition, source, discovered } = item;
-  const nt = definition.nodeType;
-  const name = `${String(nt.node_type_id)}@${String(nt.version)}`;
-  if (typeof definition.sdkVersion !== "string" || !sdkCompatible(definition.sdkVersion)) {
-    const problem =
-      `was made with @nodefabric/core/sdk ${String(definition.sdkVersion)}, ` +
-      `which this executor (SDK ${SDK_VERSION}) cannot run; rebuild the package against @nodefabric/core ${compatibleRange()}`;
-    problems.add(discovered, `node type ${name} from ${describe(source)} ${problem}`, `node type ${name} ${problem}`, source.path);
-    return undefined;
-  }
+/** Why `nt` cannot be served (not a valid NodeType, a schema that would not compile), or undefined. */
+function nodeTypeProblem(nt: unknown, nodeTypeValidator: ValidateFunction): string | undefined {
   // A node type version is any string the registry can publish (semver or not); only the SDK version is semver.
   const valid = nodeTypeValidator(nt);
-  const versionIssue = valid ? versionProblem(nt.version) : undefined;
+  const versionIssue = valid ? versionProblem((nt as NodeType).version) : undefined;
   if (!valid || versionIssue) {
-    const issues = !valid
-      ? dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`)
-      : [`/version ${versionIssue}`];
-    const problem = `is not a valid NodeType: ${issues.join("; ")}`;
-    problems.add(discovered, `node type ${name} from ${describe(source)} ${problem}`, `node type ${name} ${problem}`, source.path);
-    return undefined;
+    const issues = !valid ? dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`) : [`/version ${versionIssue}`];
+    return `is not a valid NodeType: ${issues.join("; ")}`;
   }
-  const ajv = createHandlerAjv();
-  let validateInputs: ValidateFunction | undefined;
-  let validateOutputs: ValidateFunction | undefined;
+  const problems: string[] = [];
   for (const which of ["input_schema", "output_schema"] as const) {
-    try {
-      const fn = compileHandlerSchema(ajv, nt[which]);
-      if (which === "input_schema") validateInputs = fn;
-      else validateOutputs = fn;
-    } catch (err) {
-      const problem = `its ${which} does not compile: ${(err as Error).message}`;
-      problems.add(discovered, `node type ${name} from ${describe(source)}: ${problem}`, `node type ${name}: ${problem}`, source.path);
-    }
+    const problem = schemaProblem((nt as NodeType)[which]);
+    if (problem) problems.push(`its ${which} does not compile: ${problem}`);
   }
-  if (!validateInputs || !validateOutputs) return undefined;
-  return { definition, source, validateInputs, validateOutputs, ...(discovered ? { discovered } : {}) };
+  return problems.length > 0 ? problems.join("; ") : undefined;
+}
+
+/** How a problem of a node type reads on its own: "node type x@1: its …" or "node type x@1 is not …". */
+function nodeTypeReason(name: string, problem: string): string {
+  return problem.startsWith("is ") ? `node type ${name} ${problem}` : `node type ${name}: ${problem}`;
+}
+
+/** A set's problem-free node types, as the loader keeps them: where to read each, and whom to blame. */
+interface LoadedSet {
+  directory: string;
+  sdkVersion: string;
+  handler: HandlerFn<unknown, unknown>;
+  source: HandlerSource;
+  owner?: Owner;
+}
+
+interface Member {
+  set: LoadedSet;
+  entry: AtomicSetEntry;
 }
 
 /**
- * Reports every (node_type_id, version) defined more than once. Within one discovered package that package is
+ * A LoadedDefinition whose schemas compile on first use: `onProblem` is told, once, when one does not. Compiled without
+ * the meta-schema check, which the definition passed at load.
+ */
+function lazyDefinition(definition: FabricDefinition, source: HandlerSource, onProblem: (reason: string) => void): LoadedDefinition {
+  const nt = definition.nodeType;
+  const name = `${nt.node_type_id}@${nt.version}`;
+  let state: { inputs: ValidateFunction; outputs: ValidateFunction } | { problem: string } | undefined;
+  const compile = () => {
+    if (state) return state;
+    const ajv = createHandlerAjv({ validateSchema: false });
+    const compiled: ValidateFunction[] = [];
+    for (const which of ["input_schema", "output_schema"] as const) {
+      try {
+        compiled.push(compileHandlerSchema(ajv, nt[which] as Record<string, unknown> | undefined));
+      } catch (err) {
+        state = { problem: `its ${which} does not compile: ${messageOf(err)}` };
+        onProblem(state.problem);
+        return state;
+      }
+    }
+    state = { inputs: compiled[0]!, outputs: compiled[1]! };
+    return state;
+  };
+  const validator = (which: "inputs" | "outputs"): ValidateFunction => {
+    const wrapper = ((data: unknown) => {
+      const s = compile();
+      if ("problem" in s) throw new Error(`node type ${name}: ${s.problem}`);
+      const fn = s[which];
+      const ok = fn(data);
+      wrapper.errors = fn.errors;
+      return ok;
+    }) as unknown as ValidateFunction;
+    return wrapper;
+  };
+  return {
+    definition,
+    source,
+    validateInputs: validator("inputs"),
+    validateOutputs: validator("outputs"),
+    schemaProblem: () => {
+      const s = compile();
+      return "problem" in s ? s.problem : undefined;
+    },
+  };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/** A checked definition with whom to blame for it. */
+interface CheckedDefinition {
+  loaded: LoadedDefinition;
+  owner?: Owner;
+}
+
+/** What the Handlers are made of: checked definitions, the members of sets, and the failures so far. */
+interface HandlersParts {
+  definitions: CheckedDefinition[];
+  members: Member[];
+  warnings: string[];
+  failures: FailureList;
+  logger: LoaderLogger;
+  setCacheSize: number;
+}
+
+/** The LoadedHandlers an executor serves from. */
+class Handlers implements LoadedHandlers {
+  readonly definitions: LoadedDefinition[];
+  readonly byId: ReadonlyMap<string, LoadedDefinition[]>;
+  readonly warnings: string[];
+  readonly parts: HandlersParts;
+  private readonly members = new Map<string, Member>();
+  /** Loaded members, least recently used first. */
+  private readonly cache = new Map<string, LoadedDefinition>();
+  private readonly broken = new Map<string, string>();
+  private readonly nodeTypeValidator = validatorFor("node_type");
+
+  constructor(parts: HandlersParts) {
+    this.parts = parts;
+    this.definitions = parts.definitions.map((c) => c.loaded);
+    this.warnings = parts.warnings;
+    const byId = new Map<string, LoadedDefinition[]>();
+    for (const d of this.definitions) {
+      const list = byId.get(d.definition.nodeType.node_type_id);
+      if (list) list.push(d);
+      else byId.set(d.definition.nodeType.node_type_id, [d]);
+    }
+    this.byId = byId;
+    for (const m of parts.members) this.members.set(keyOf(m.entry.node_type_id, m.entry.version), m);
+  }
+
+  get failed(): FailedHandlerLoad[] {
+    return this.parts.failures.entries;
+  }
+
+  find(nodeTypeId: string, version: string): LoadedDefinition | undefined {
+    const plain = this.byId.get(nodeTypeId)?.find((d) => d.definition.nodeType.version === version);
+    if (plain) return plain;
+    const key = keyOf(nodeTypeId, version);
+    const hit = this.cache.get(key);
+    if (hit) {
+      this.cache.delete(key);
+      this.cache.set(key, hit);
+      return hit;
+    }
+    const member = this.members.get(key);
+    if (!member || this.broken.has(key)) return undefined;
+    const nodeType = this.readMember(member);
+    if (!nodeType) return undefined;
+    const definition = { kind: "atomic", sdkVersion: member.set.sdkVersion, nodeType, handler: member.set.handler };
+    Object.defineProperty(definition, DEFINITION_BRAND, { value: true });
+    const loaded = lazyDefinition(Object.freeze(definition) as unknown as FabricDefinition, member.set.source, (problem) =>
+      this.fail(member.set.owner, member.set.source, nodeTypeId, version, problem),
+    );
+    this.cache.set(key, loaded);
+    while (this.cache.size > this.parts.setCacheSize) this.cache.delete(this.cache.keys().next().value as string);
+    return loaded;
+  }
+
+  get served(): ServedNodeType[] {
+    const out: ServedNodeType[] = this.definitions.map((d) => ({
+      node_type_id: d.definition.nodeType.node_type_id,
+      version: d.definition.nodeType.version,
+      kind: d.definition.kind,
+      source: d.source,
+    }));
+    for (const [key, m] of this.members) {
+      if (!this.broken.has(key)) out.push({ node_type_id: m.entry.node_type_id, version: m.entry.version, kind: "atomic", source: m.set.source });
+    }
+    return out;
+  }
+
+  versionsOf(nodeTypeId: string, kind?: DefinitionKind): string[] {
+    const versions = (this.byId.get(nodeTypeId) ?? []).filter((d) => kind === undefined || d.definition.kind === kind).map((d) => d.definition.nodeType.version);
+    if (kind === undefined || kind === "atomic") {
+      for (const [key, m] of this.members) if (m.entry.node_type_id === nodeTypeId && !this.broken.has(key)) versions.push(m.entry.version);
+    }
+    return versions;
+  }
+
+  notServed(nodeTypeId: string, version: string): string | undefined {
+    const broken = this.broken.get(keyOf(nodeTypeId, version));
+    if (broken) return broken;
+    // Skipped at load (a bad NodeType or schema of a package that serves the rest).
+    return this.parts.failures.entries.find((f) => f.node_type_id === nodeTypeId && f.node_type_version === version)?.reason;
+  }
+
+  nodeTypes(kind: DefinitionKind): NodeTypeStream {
+    const plain = this.definitions.filter((d) => d.definition.kind === kind);
+    const members = kind === "atomic" ? [...this.members].filter(([key]) => !this.broken.has(key)).map(([, m]) => m) : [];
+    const self = this;
+    return {
+      count: plain.length + members.length,
+      *[Symbol.iterator]() {
+        for (const d of plain) yield d.definition.nodeType;
+        for (const m of members) {
+          const cached = self.cache.get(keyOf(m.entry.node_type_id, m.entry.version));
+          // Read without caching: publishing passes over every member once and must not push out the ones in use.
+          const nt = cached ? cached.definition.nodeType : self.readMember(m);
+          if (nt) yield nt;
+        }
+      },
+    };
+  }
+
+  /** Reads and checks a member's NodeType file; a broken one is recorded (not served from then on) and gives undefined. */
+  private readMember(member: Member): (NodeType & { kind: "atomic" }) | undefined {
+    let nt: NodeType & { kind: "atomic" };
+    try {
+      nt = readSetMember(member.set.directory, member.entry);
+    } catch (err) {
+      const problem = (err as { problem?: unknown }).problem;
+      this.markBroken(member, typeof problem === "string" ? `its NodeType file ${member.entry.file} ${problem}` : messageOf(err));
+      return undefined;
+    }
+    const problem = nodeTypeProblem(nt, this.nodeTypeValidator);
+    if (problem) {
+      const file = member.entry.file;
+      this.markBroken(member, problem.startsWith("is ") ? `its NodeType file ${file} ${problem}` : `${problem} (in ${file})`);
+      return undefined;
+    }
+    // Handlers see it as ctx.nodeType, and every execution shares this one object.
+    return deepFreeze(nt);
+  }
+
+  private markBroken(member: Member, problem: string): void {
+    const { node_type_id, version } = member.entry;
+    this.broken.set(keyOf(node_type_id, version), nodeTypeReason(`${node_type_id}@${version}`, problem));
+    this.fail(member.set.owner, member.set.source, node_type_id, version, problem);
+  }
+
+  private fail(owner: Owner | undefined, source: HandlerSource, nodeTypeId: string, version: string, problem: string): void {
+    const reason = nodeTypeReason(`${nodeTypeId}@${version}`, problem);
+    if (this.parts.failures.add(nodeTypeFailure(owner, source, nodeTypeId, version, reason))) {
+      this.parts.logger.warn({ node_type_id: nodeTypeId, version, package: owner?.name ?? source.package }, `${reason}; it is not served`);
+    }
+  }
+}
+
+/** Imports handler modules once each and checks what they define, noting problems instead of stopping at the first. */
+class Collector {
+  readonly definitions: Array<CheckedDefinition & { claimedBy: HandlerSource }> = [];
+  readonly sets: Array<{ set: LoadedSet; entries: AtomicSetEntry[] }> = [];
+  readonly problems = new LoadProblems();
+  readonly warnings: string[] = [];
+  private readonly seenModules = new Set<string>();
+  private readonly seenPackages = new Set<string>();
+  private readonly seenDefinitions = new Set<object>();
+  private readonly nodeTypeValidator = validatorFor("node_type");
+  private readonly refValidator = validatorFor("node_type_ref");
+  private loadOrder = 0;
+
+  /** `failures`: where node types whose schema turns out not to compile at first use are listed. */
+  constructor(
+    readonly logger: LoaderLogger,
+    readonly failures: FailureList = new FailureList(),
+  ) {}
+
+  warn(message: string): void {
+    this.warnings.push(message);
+    this.logger.warn({ warning: message }, message);
+  }
+
+  /** The next place in load order. */
+  nextOrder(): number {
+    return this.loadOrder++;
+  }
+
+  /** Loads one package directory named by the operator, or found by discovery (skipped when broken). */
+  async loadPackage(dir: string, label: string, origin: "named" | "discovered"): Promise<number> {
+    const order = this.nextOrder();
+    const discovered = origin === "discovered";
+    let real: string;
+    try {
+      real = realpathSync(dir);
+    } catch {
+      const where: Owner = { key: path.resolve(dir), order, name: nameFromDir(dir), dir, discovered };
+      this.problems.add(where, `handler package ${label}: directory ${dir} does not exist`, `directory ${dir} does not exist`);
+      return 0;
+    }
+    if (this.seenPackages.has(real)) return 0;
+    this.seenPackages.add(real);
+    let pkg: PackageJson;
+    try {
+      pkg = readPackageJson(dir);
+    } catch (err) {
+      const where: Owner = { key: real, order, name: nameFromDir(dir), dir, discovered };
+      const problem = `cannot read ${path.join(dir, "package.json")}: ${messageOf(err)}`;
+      this.problems.add(where, `handler package ${label}: ${problem}`, problem);
+      return 0;
+    }
+    const name = pkg.name ?? label;
+    const owner: Owner = {
+      key: real,
+      order,
+      name: discovered ? (pkg.name ?? nameFromDir(dir)) : name,
+      ...(typeof pkg.version === "string" ? { version: pkg.version } : {}),
+      dir,
+      discovered,
+    };
+    let modules: string[];
+    if (hasHandlersField(pkg)) {
+      const list = pkg.nodefabric!.handlers;
+      if (!Array.isArray(list) || list.length === 0 || !list.every((m) => typeof m === "string" && m.length > 0)) {
+        const problem = `"nodefabric.handlers" in package.json must be a non-empty array of module paths, such as ["./dist/index.js"]`;
+        this.problems.add(owner, `handler package ${name} (${dir}): ${problem}`, `${problem} (it is ${JSON.stringify(list)})`);
+        return 0;
+      }
+      modules = list as string[];
+    } else if (!discovered && Array.isArray(pkg.keywords) && pkg.keywords.includes("nodefabric-handler")) {
+      modules = [mainEntry(pkg)];
+    } else {
+      // Discovery only imports packages that name their modules; one that only looks like a handler package is reported.
+      const has = pkg.nodefabric !== undefined ? `"nodefabric": ${JSON.stringify(pkg.nodefabric)}` : `the keyword "nodefabric-handler"`;
+      this.problems.add(
+        owner,
+        `${name} (${dir}) is not a NodeFabric handler package: its package.json has neither "nodefabric": { "handlers": [...] } nor the keyword "nodefabric-handler"`,
+        `its package.json has ${has} but no "nodefabric": { "handlers": [...] } naming its modules; add it, or name the package with --handlers`,
+      );
+      return 0;
+    }
+    const started = performance.now();
+    const pending: Array<{ size: number; check: () => number }> = [];
+    for (const rel of modules) {
+      const file = path.resolve(dir, rel);
+      if (!existsSync(file)) {
+        const hint = /(^|[\\/])(dist|build|lib|out)[\\/]/.test(rel) ? "; build the package first (npm run build)" : "";
+        const problem = `its handler module ${rel} does not exist at ${file}${hint}`;
+        this.problems.add(owner, `handler package ${name}: ${problem}`, problem, file);
+        continue;
+      }
+      const found = await this.importModule(file, { package: name, version: pkg.version, path: file }, owner);
+      if (found) pending.push(found);
+    }
+    const total = pending.reduce((n, p) => n + p.size, 0);
+    const big = total >= PROGRESS_THRESHOLD;
+    if (big) this.logger.info({ progress: true, package: name, node_types: total }, `loading ${total.toLocaleString("en-US")} node types from ${name} …`);
+    const count = pending.reduce((n, p) => n + p.check(), 0);
+    if (big) {
+      const ms = Math.round(performance.now() - started);
+      this.logger.info({ progress: true, package: name, node_types: count, ms }, `loaded ${count.toLocaleString("en-US")} node types from ${name} in ${ms} ms`);
+    }
+    return count;
+  }
+
+  /** Imports a module named by path (no package) and checks what it defines. */
+  async loadModule(file: string, source: HandlerSource): Promise<number> {
+    const owner: Owner = { key: path.resolve(file), order: this.nextOrder(), name: file, dir: path.dirname(file), discovered: false };
+    const found = await this.importModule(file, source, owner);
+    return found ? found.check() : 0;
+  }
+
+  /**
+   * Imports one module and finds every definition and set it exports (default: one or an array; named exports too).
+   * Returns how many node types it found and the check of them, run once the package's count is known.
+   */
+  private async importModule(file: string, source: HandlerSource, owner: Owner): Promise<{ size: number; check: () => number } | undefined> {
+    let real: string;
+    try {
+      real = realpathSync(file);
+    } catch {
+      this.problems.add(owner, `handler module ${file} does not exist`, `handler module ${file} does not exist`, file);
+      return undefined;
+    }
+    if (this.seenModules.has(real)) return undefined;
+    this.seenModules.add(real);
+    let ns: Record<string, unknown>;
+    try {
+      ns = (await import(/* @vite-ignore */ pathToFileURL(real).href)) as Record<string, unknown>;
+    } catch (err) {
+      const cause = messageOf(err);
+      const where = source.package ? `handler module ${file} of package ${source.package}` : `handler module ${file}`;
+      this.problems.add(owner, `cannot import ${where}: ${cause}`, `cannot import ${file}: ${cause}`, file);
+      return undefined;
+    }
+    const found: unknown[] = [];
+    const take = (value: unknown) => {
+      if (!(isDefinition(value) || isAtomicSet(value)) || this.seenDefinitions.has(value)) return;
+      this.seenDefinitions.add(value);
+      found.push(value);
+    };
+    const keys = Object.keys(ns).sort((a, b) => (a === "default" ? -1 : b === "default" ? 1 : 0));
+    for (const key of keys) {
+      const value = ns[key];
+      if (Array.isArray(value)) value.forEach(take);
+      else take(value);
+    }
+    const isExport = (v: unknown) => isDefinition(v) || isAtomicSet(v);
+    if (found.length === 0 && !Object.values(ns).some((v) => isExport(v) || (Array.isArray(v) && v.some(isExport)))) {
+      this.warn(`${describe(source)} exports no node type definitions (export default defineAtomic({ ... }))`);
+    }
+    return {
+      size: found.reduce<number>((n, v) => n + (isAtomicSet(v) ? v.entries.length : 1), 0),
+      check: () =>
+        found.reduce<number>((n, v) => n + (isAtomicSet(v) ? this.checkSet(v, source, owner) : this.checkDefinition(v as FabricDefinition, source, owner) ? 1 : 0), 0),
+    };
+  }
+
+  /** Checks one definition; keeps it when it has no problem and says whether it did. `owner` undefined: a definition given in memory. */
+  checkDefinition(definition: FabricDefinition, source: HandlerSource, owner: Owner | undefined): boolean {
+    const nt = definition.nodeType;
+    const name = `${String(nt.node_type_id)}@${String(nt.version)}`;
+    const sdk = sdkProblem(definition.sdkVersion);
+    if (sdk) {
+      this.problems.add(owner, `node type ${name} from ${describe(source)} ${sdk}`, `node type ${name} ${sdk}`, source.path);
+      return false;
+    }
+    const problem = nodeTypeProblem(nt, this.nodeTypeValidator);
+    if (problem) {
+      const message = problem.startsWith("is ") ? `node type ${name} from ${describe(source)} ${problem}` : `node type ${name} from ${describe(source)}: ${problem}`;
+      this.problems.skipNodeType(owner, source, String(nt.node_type_id), String(nt.version), message, nodeTypeReason(name, problem));
+      return false;
+    }
+    const loaded = lazyDefinition(definition, source, (p) => this.recordCompileFailure(owner, source, nt.node_type_id, nt.version, p));
+    this.definitions.push({ loaded, owner, claimedBy: source });
+    return true;
+  }
+
+  /** Checks a set without reading its NodeType files: its SDK, and the id and version of each entry; returns how many entries it serves. */
+  checkSet(set: AtomicSet, source: HandlerSource, owner: Owner): number {
+    const sdk = sdkProblem(set.sdkVersion);
+    if (sdk) {
+      this.problems.add(owner, `the set of ${set.directory} from ${describe(source)} ${sdk}`, `the set of ${set.directory} ${sdk}`, source.path);
+      return 0;
+    }
+    const loadedSet: LoadedSet = { directory: set.directory, sdkVersion: set.sdkVersion, handler: set.handler as HandlerFn<unknown, unknown>, source, owner };
+    const entries: AtomicSetEntry[] = [];
+    for (const entry of set.entries) {
+      const ref = { node_type_id: entry.node_type_id, version: entry.version };
+      const name = `${String(entry.node_type_id)}@${String(entry.version)}`;
+      const versionIssue = this.refValidator(ref) ? versionProblem(entry.version) : undefined;
+      if (!this.refValidator(ref) || versionIssue) {
+        const issues = versionIssue ? [`/version ${versionIssue}`] : dedupeIssues(issuesFromAjv(this.refValidator.errors)).map((i) => `${i.path} ${i.message}`);
+        const problem = `is not a valid node type reference in ${path.join(set.directory, "index.json")}: ${issues.join("; ")}`;
+        this.problems.skipNodeType(owner, source, String(entry.node_type_id), String(entry.version), `node type ${name} from ${describe(source)} ${problem}`, nodeTypeReason(name, problem));
+        continue;
+      }
+      entries.push(entry);
+    }
+    this.sets.push({ set: loadedSet, entries });
+    return entries.length;
+  }
+
+  /** Lists a node type whose schema turned out not to compile at first use. */
+  private recordCompileFailure(owner: Owner | undefined, source: HandlerSource, nodeTypeId: string, version: string, problem: string): void {
+    const reason = nodeTypeReason(`${nodeTypeId}@${version}`, problem);
+    if (this.failures.add(nodeTypeFailure(owner, source, nodeTypeId, version, reason))) {
+      this.logger.warn({ node_type_id: nodeTypeId, version, package: owner?.name ?? source.package }, `${reason}; it is not served`);
+    }
+  }
+}
+
+/** Something that claims a (node_type_id, version): a definition or a set entry. */
+interface Claim {
+  nodeTypeId: string;
+  version: string;
+  source: HandlerSource;
+  owner?: Owner;
+}
+
+/**
+ * Reports every (node_type_id, version) claimed more than once. Within one discovered package that package is
  * skipped; across packages, or in named ones, the start stops: which one to serve is the operator's call.
  */
-function checkDuplicates(checked: Checked[], problems: LoadProblems): void {
-  const byKey = new Map<string, Checked[]>();
-  for (const c of checked) {
-    const key = `${c.definition.nodeType.node_type_id}\u0000${c.definition.nodeType.version}`;
+function checkDuplicates(claims: Claim[], problems: LoadProblems): void {
+  const byKey = new Map<string, Claim[]>();
+  for (const c of claims) {
+    const key = keyOf(c.nodeTypeId, c.version);
     const list = byKey.get(key);
     if (list) list.push(c);
     else byKey.set(key, [c]);
   }
   for (const list of byKey.values()) {
     if (list.length < 2) continue;
-    const nt = list[0]!.definition.nodeType;
-    const name = `${nt.node_type_id}@${nt.version}`;
+    const name = `${list[0]!.nodeTypeId}@${list[0]!.version}`;
     const times = list.length === 2 ? "twice" : `${list.length} times`;
-    const owner = list[0]!.discovered;
-    if (owner && list.every((c) => c.discovered?.key === owner.key)) {
+    const owner = list[0]!.owner;
+    if (owner?.discovered && list.every((c) => c.owner?.key === owner.key)) {
       const where = list.map((c) => c.source.path).join(" and ");
       problems.skip(owner, `node type ${name} is defined ${times}, in ${where}; each (node_type_id, version) must be defined once`);
       continue;
@@ -476,60 +896,98 @@ function checkDuplicates(checked: Checked[], problems: LoadProblems): void {
   }
 }
 
-/** Checks definitions and compiles their schemas; skips broken discovered packages, and throws a HandlerLoadError listing every other problem. */
-function buildLoadedHandlers(collected: Collected[], warnings: string[], problems: LoadProblems): LoadedHandlers {
-  const nodeTypeValidator = validatorFor("node_type");
-  const checked: Checked[] = [];
-  for (const item of collected) {
-    const c = checkDefinition(item, problems, nodeTypeValidator);
-    if (c) checked.push(c);
-  }
+/** Assembles the LoadedHandlers from what the collector kept; throws a HandlerLoadError listing every problem that stops the start. */
+function buildLoadedHandlers(collector: Collector, setCacheSize: number, base?: Handlers): Handlers {
+  const { problems } = collector;
+  const baseClaims: Claim[] = base
+    ? [
+        ...base.parts.definitions.map((c) => ({ nodeTypeId: c.loaded.definition.nodeType.node_type_id, version: c.loaded.definition.nodeType.version, source: c.loaded.source, owner: c.owner })),
+        ...base.parts.members.map((m) => ({ nodeTypeId: m.entry.node_type_id, version: m.entry.version, source: m.set.source, owner: m.set.owner })),
+      ]
+    : [];
+  const claims: Claim[] = [
+    ...baseClaims,
+    ...collector.definitions
+      .filter((c) => !problems.isSkipped(c.owner))
+      .map((c) => ({ nodeTypeId: c.loaded.definition.nodeType.node_type_id, version: c.loaded.definition.nodeType.version, source: c.loaded.source, owner: c.owner })),
+    ...collector.sets
+      .filter((s) => !problems.isSkipped(s.set.owner))
+      .flatMap((s) => s.entries.map((e) => ({ nodeTypeId: e.node_type_id, version: e.version, source: s.set.source, owner: s.set.owner }))),
+  ];
   // A skipped package serves none of its node types, so its good ones can clash with nothing.
-  checkDuplicates(checked.filter((c) => !problems.isSkipped(c.discovered)), problems);
+  checkDuplicates(claims, problems);
   if (problems.fatal.length > 0) throw new HandlerLoadError(problems.fatal);
-  const definitions: LoadedDefinition[] = checked
-    .filter((c) => !problems.isSkipped(c.discovered))
-    .map(({ definition, source, validateInputs, validateOutputs }) => ({ definition, source, validateInputs, validateOutputs }));
-  const byId = new Map<string, LoadedDefinition[]>();
-  for (const d of definitions) {
-    const list = byId.get(d.definition.nodeType.node_type_id);
-    if (list) list.push(d);
-    else byId.set(d.definition.nodeType.node_type_id, [d]);
-  }
-  return {
-    definitions,
-    byId,
-    find: (id, version) => byId.get(id)?.find((d) => d.definition.nodeType.version === version),
-    warnings,
-    failed: problems.failedLoads(),
-  };
+  const failures = collector.failures;
+  for (const f of problems.failedLoads()) failures.add(f);
+  return new Handlers({
+    definitions: [...(base?.parts.definitions ?? []), ...collector.definitions.filter((c) => !problems.isSkipped(c.owner)).map(({ loaded, owner }) => ({ loaded, owner }))],
+    members: [
+      ...(base?.parts.members ?? []),
+      ...collector.sets.filter((s) => !problems.isSkipped(s.set.owner)).flatMap((s) => s.entries.map((entry) => ({ set: s.set, entry }))),
+    ],
+    warnings: [...(base?.warnings ?? []), ...collector.warnings],
+    failures,
+    logger: base?.parts.logger ?? collector.logger,
+    setCacheSize,
+  });
 }
 
-/** LoadedHandlers from definitions already in memory (tests, `runHandler`), with the same checks as `loadHandlers`. */
-export function handlersFromDefinitions(definitions: Array<FabricDefinition | { definition: FabricDefinition; source: HandlerSource }>): LoadedHandlers {
-  const collected: Collected[] = [];
-  const problems = new LoadProblems();
+/** An item of `handlersFromDefinitions`: a definition, a set, or a definition with its source. */
+export type InMemoryHandler = FabricDefinition | AtomicSet<any, any> | { definition: FabricDefinition; source: HandlerSource };
+
+function collectInMemory(collector: Collector, definitions: readonly InMemoryHandler[]): void {
   const seen = new Set<object>();
   definitions.forEach((d, i) => {
+    if (isAtomicSet(d)) {
+      if (seen.has(d)) return;
+      seen.add(d);
+      const owner: Owner = { key: `<in-memory set ${i}>`, order: collector.nextOrder(), name: d.directory, dir: d.directory, discovered: false };
+      collector.checkSet(d, { path: `<in-memory set ${i}>` }, owner);
+      return;
+    }
     const item = isDefinition(d)
       ? { definition: d, source: { path: `<in-memory definition ${i}>` } }
-      : typeof d === "object" && d !== null && isDefinition(d.definition)
-        ? { definition: d.definition, source: d.source }
+      : typeof d === "object" && d !== null && isDefinition((d as { definition?: unknown }).definition)
+        ? { definition: (d as { definition: FabricDefinition }).definition, source: (d as { source: HandlerSource }).source }
         : undefined;
-    if (!item) problems.stop(`item ${i} is not a node type definition (make it with defineAtomic)`);
+    if (!item) collector.problems.stop(`item ${i} is not a node type definition (make it with defineAtomic or defineAtomicSet)`);
     else if (!seen.has(item.definition)) {
       // The same object twice is one definition, as with a module exporting it twice.
       seen.add(item.definition);
-      collected.push(item);
+      collector.checkDefinition(item.definition, item.source, undefined);
     }
   });
-  return buildLoadedHandlers(collected, [], problems);
+}
+
+/**
+ * LoadedHandlers from definitions (and sets) already in memory (tests, `runHandler`), with the checks of `loadHandlers`;
+ * any problem of a definition, one that would only skip it in a package, throws a HandlerLoadError.
+ */
+export function handlersFromDefinitions(definitions: readonly InMemoryHandler[]): LoadedHandlers {
+  const collector = new Collector(silentLogger);
+  collectInMemory(collector, definitions);
+  return buildLoadedHandlers(collector, DEFAULT_SET_CACHE_SIZE);
+}
+
+/**
+ * `loaded` plus definitions from memory, checked together: a definition clashing with a node type `loaded` serves
+ * stops the start as a duplicate would. What `loaded` skipped stays in `failed`.
+ */
+export function withDefinitions(loaded: LoadedHandlers, definitions: readonly InMemoryHandler[]): LoadedHandlers {
+  if (definitions.length === 0) return loaded;
+  if (!(loaded instanceof Handlers)) {
+    return handlersFromDefinitions([...loaded.definitions.map((d) => ({ definition: d.definition, source: d.source })), ...definitions]);
+  }
+  const collector = new Collector(loaded.parts.logger, loaded.parts.failures);
+  collectInMemory(collector, definitions);
+  return buildLoadedHandlers(collector, loaded.parts.setCacheSize, loaded);
 }
 
 /**
  * Loads handler packages and modules and checks every definition. A problem with anything named in `handlers` (or a
  * discover folder that does not exist) stops the start with a HandlerLoadError; a broken package found by discovery
- * is skipped and listed in `failed`. A (node_type_id, version) defined by two packages always stops the start.
+ * is skipped and listed in `failed`, and so is one node type that cannot load, wherever it comes from. A
+ * (node_type_id, version) defined by two packages always stops the start.
  */
 export async function loadHandlers(options: LoadHandlersOptions = {}): Promise<LoadedHandlers> {
   const cwd = path.resolve(options.cwd ?? process.cwd());
@@ -564,12 +1022,16 @@ export async function loadHandlers(options: LoadHandlersOptions = {}): Promise<L
     for (const dir of dirs) await collector.loadPackage(dir, path.relative(cwd, dir) || dir, "discovered");
     if (dirs.length === 0) collector.warn(`discovery in ${root} found no handler packages (packages declare "nodefabric": { "handlers": [...] } in package.json)`);
   }
-  const loaded = buildLoadedHandlers(collector.collected, collector.warnings, collector.problems);
+  const loaded = buildLoadedHandlers(collector, options.setCacheSize ?? DEFAULT_SET_CACHE_SIZE);
   for (const d of loaded.definitions) {
     logger.info(
       { node_type_id: d.definition.nodeType.node_type_id, version: d.definition.nodeType.version, package: d.source.package, path: d.source.path },
       "handler loaded",
     );
+  }
+  for (const s of collector.sets) {
+    if (collector.problems.isSkipped(s.set.owner)) continue;
+    logger.info({ package: s.set.source.package, path: s.set.source.path, directory: s.set.directory, node_types: s.entries.length }, "handler set loaded");
   }
   return loaded;
 }

@@ -1,10 +1,11 @@
 /**
- * What an executor tells its operator about its handlers: the `handlers` health check (what it serves, and each
- * discovered package it could not load, with the reason), and one warning per failed load in the log at start.
+ * What an executor tells its operator about its handlers: the `handlers` health check (what it serves, each
+ * discovered package it could not load and each node type it skipped, with the reason), and one warning per failed
+ * load in the log at start.
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { HealthCheck, HealthStatus } from "../../http/service.js";
-import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
+import type { FailedHandlerLoad, LoadedDefinition, LoadedHandlers, ServedNodeType } from "./handler-loader.js";
 
 /** How the check reads when the executor serves no definition of its kind. */
 export interface NoHandlersVerdict {
@@ -12,12 +13,35 @@ export interface NoHandlersVerdict {
   message: string;
 }
 
-/** The `handlers` health check: "degraded" while any handler package failed to load, whatever else is served. */
-export function handlersCheck(served: LoadedDefinition[], handlers: LoadedHandlers, none: NoHandlersVerdict): HealthCheck {
+/** Node types named one by one in the check's message; the rest are counted. */
+const NAMED_IN_MESSAGE = 10;
+
+function servedRef(d: LoadedDefinition | ServedNodeType): ServedNodeType {
+  if ("definition" in d) return { node_type_id: d.definition.nodeType.node_type_id, version: d.definition.nodeType.version, kind: d.definition.kind, source: d.source };
+  return d;
+}
+
+/** "x@1.0.0 (@acme/pkg)" for a skipped node type. */
+function nodeTypeName(f: FailedHandlerLoad): string {
+  return `${f.node_type_id}@${f.node_type_version} (${f.package})`;
+}
+
+/**
+ * The `handlers` health check: "degraded" while any handler package or node type failed to load, whatever else is
+ * served. `served` is what the executor serves of its kind: loaded definitions, or the cheaper ServedNodeType entries.
+ */
+export function handlersCheck(served: ReadonlyArray<LoadedDefinition | ServedNodeType>, handlers: LoadedHandlers, none: NoHandlersVerdict): HealthCheck {
   const failed = handlers.failed;
+  const packages = failed.filter((f) => f.node_type_id === undefined);
+  const nodeTypes = failed.filter((f) => f.node_type_id !== undefined);
   const messages: string[] = [];
-  if (failed.length > 0) {
-    messages.push(`${failed.length} handler package(s) could not be loaded and are not served: ${failed.map((f) => f.package).join(", ")}`);
+  if (packages.length > 0) {
+    messages.push(`${packages.length} handler package(s) could not be loaded and are not served: ${packages.map((f) => f.package).join(", ")}`);
+  }
+  if (nodeTypes.length > 0) {
+    const named = nodeTypes.slice(0, NAMED_IN_MESSAGE).map(nodeTypeName).join(", ");
+    const more = nodeTypes.length > NAMED_IN_MESSAGE ? ` and ${nodeTypes.length - NAMED_IN_MESSAGE} more` : "";
+    messages.push(`${nodeTypes.length} node type(s) could not be loaded and are not served: ${named}${more}`);
   }
   if (served.length === 0) messages.push(none.message);
   const status: HealthStatus = failed.length > 0 ? "degraded" : served.length === 0 ? none.status : "ok";
@@ -27,21 +51,25 @@ export function handlersCheck(served: LoadedDefinition[], handlers: LoadedHandle
     ...(messages.length > 0 ? { message: messages.join("; ") } : {}),
     details: {
       count: served.length,
-      node_types: served.map((d) => ({
-        node_type_id: d.definition.nodeType.node_type_id,
-        version: d.definition.nodeType.version,
-        ...(d.source.package ? { package: d.source.package } : {}),
-        ...(d.source.version ? { package_version: d.source.version } : {}),
-      })),
+      node_types: served.map((d) => {
+        const r = servedRef(d);
+        return {
+          node_type_id: r.node_type_id,
+          version: r.version,
+          ...(r.source.package ? { package: r.source.package } : {}),
+          ...(r.source.version ? { package_version: r.source.version } : {}),
+        };
+      }),
       failed,
       ...(handlers.warnings.length > 0 ? { warnings: handlers.warnings } : {}),
     },
   };
 }
 
-/** Logs each handler package that could not be loaded, once, as a warning naming the reason. */
+/** Logs each handler package or node type that could not be loaded, once, as a warning naming the reason. */
 export function logFailedLoads(log: FastifyBaseLogger, handlers: LoadedHandlers): void {
   for (const f of handlers.failed) {
-    log.warn({ failed_handler_load: f }, `handler package ${f.package} could not be loaded and is not served: ${f.reason}`);
+    if (f.node_type_id === undefined) log.warn({ failed_handler_load: f }, `handler package ${f.package} could not be loaded and is not served: ${f.reason}`);
+    else log.warn({ failed_handler_load: f }, `handler package ${f.package}: ${f.reason}; that node type is not served, the rest of the package is`);
   }
 }

@@ -6,7 +6,7 @@ import { Agent, type Dispatcher } from "undici";
 import { exposeInProcess } from "../../in-process.js";
 import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import type { AtomicExecuteRequest, AtomicExecuteResult, NodeType } from "@nodefabric/schemas";
+import type { AtomicExecuteRequest, AtomicExecuteResult } from "@nodefabric/schemas";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { FabricError, invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
@@ -105,6 +105,25 @@ function fingerprintOf(request: AtomicExecuteRequest): string {
     .digest("base64url");
 }
 
+/** The result of an execution of a node type whose schema does not compile: failed, not retryable, the handler not called. */
+function unusable(request: AtomicExecuteRequest, attempt: number, loaded: LoadedDefinition, problem: string): AtomicExecuteResult {
+  const { node_type_id, version } = loaded.definition.nodeType;
+  const now = clock.isoNow();
+  return {
+    node_run_id: request.node_run_id,
+    state: "failed",
+    error: {
+      code: "handler_error",
+      message: `${node_type_id}@${version} cannot run on this executor: ${problem}`,
+      details: { node_type_id, version, reason: "schema_does_not_compile" },
+      retryable: false,
+    },
+    started_at: now,
+    ended_at: now,
+    extensions: { "nodefabric.attempt": attempt, "nodefabric.duration_ms": 0 },
+  };
+}
+
 /** Builds the Atomic Executor service (not yet listening); registration starts when it listens. */
 export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promise<FastifyInstance> {
   const handlers = options.handlers;
@@ -125,13 +144,14 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   let inFlight = 0;
   let abandoned = 0;
 
-  const atomic = handlers.definitions.filter((d) => d.definition.kind === "atomic");
+  // Set members included, without reading their NodeType files.
+  const servedAtomic = () => handlers.served.filter((s) => s.kind === "atomic");
   let registration: RegistryRegistration | undefined;
   // Node types published in the registry that a loaded template definition implements (extensions["nodefabric.implementation"]).
   const implemented = options.registryUrl ? new ImplementedNodeTypes(handlers, options.registryUrl, options.tokens) : undefined;
 
   const health = (): HealthCheck[] => [
-    handlersCheck(atomic, handlers, { status: "degraded", message: "no atomic handlers are loaded; pass --handlers or --discover" }),
+    handlersCheck(servedAtomic(), handlers, { status: "degraded", message: "no atomic handlers are loaded; pass --handlers or --discover" }),
     registration
       ? registration.check()
       : { name: "registry_registration", status: "ok", message: "no registry configured", details: { configured: false } },
@@ -150,7 +170,8 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
       registryUrl: options.registryUrl,
       tokens: options.tokens,
       kind: "atomic",
-      nodeTypes: atomic.map((d) => d.definition.nodeType as NodeType),
+      // Read batch by batch while publishing: a set's NodeType files are never all held at once.
+      nodeTypes: handlers.nodeTypes("atomic"),
       executorInstanceId: options.executorInstanceId,
       publicUrl: options.publicUrl,
     });
@@ -207,7 +228,13 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     const { node_type_id, version } = request.node_type_ref;
     const loaded = handlers.find(node_type_id, version) ?? (await implemented?.find(request.node_type_ref));
     if (!loaded || loaded.definition.kind !== "atomic") {
-      const versions = (handlers.byId.get(node_type_id) ?? []).filter((d) => d.definition.kind === "atomic").map((d) => d.definition.nodeType.version);
+      const versions = handlers.versionsOf(node_type_id, "atomic");
+      const broken = handlers.notServed(node_type_id, version);
+      if (broken) {
+        throw new FabricError("unknown_node_type", `this executor does not serve ${node_type_id}@${version}: ${broken}`, {
+          details: { node_type_id, version, ...(versions.length > 0 ? { available_versions: versions } : {}) },
+        });
+      }
       if (versions.length > 0) {
         throw new FabricError("unknown_node_type", `this executor does not serve version ${version} of ${node_type_id}`, {
           details: { node_type_id, version, available_versions: versions },
@@ -237,6 +264,10 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
         details: { in_flight: inFlight, concurrency },
       });
     }
+
+    // Schemas are compiled on a node type's first execution; one that does not compile fails it, and every later one.
+    const schemaProblem = loaded.schemaProblem?.();
+    if (schemaProblem) return unusable(request, attempt, loaded, schemaProblem);
 
     const ext = loaded.definition.nodeType.extensions?.["nodefabric.timeout_ms"];
     let timeoutMs = positiveInteger(ext) ? ext : defaultTimeoutMs;
@@ -286,4 +317,16 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   return app;
 }
 
-export { loadHandlers, handlersFromDefinitions, HandlerLoadError, type LoadedHandlers, type LoadedDefinition, type HandlerSource, type LoadHandlersOptions, type FailedHandlerLoad } from "./handler-loader.js";
+export {
+  loadHandlers,
+  handlersFromDefinitions,
+  withDefinitions,
+  HandlerLoadError,
+  type LoadedHandlers,
+  type LoadedDefinition,
+  type HandlerSource,
+  type LoadHandlersOptions,
+  type FailedHandlerLoad,
+  type ServedNodeType,
+  type NodeTypeStream,
+} from "./handler-loader.js";

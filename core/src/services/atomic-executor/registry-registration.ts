@@ -1,8 +1,13 @@
 /**
- * Announces an executor to the Node Registry: publishes every node type it serves (POST /v1/node-types), then registers
- * itself (PUT /v1/executors/{id}). Runs in the background with backoff, because the registry may come up later;
- * listening never waits for it. Registering takes `executors:register`, a scope of the executors' own service tokens;
- * the endpoint registered is also the one the executor's auth accepts tokens bound to (bindExecutorEndpoint).
+ * Announces an executor to the Node Registry: publishes every node type it serves, then registers itself
+ * (PUT /v1/executors/{id}). Runs in the background with backoff, because the registry may come up later; listening
+ * never waits for it. Registering takes `executors:register`, a scope of the executors' own service tokens; the
+ * endpoint registered is also the one the executor's auth accepts tokens bound to (bindExecutorEndpoint).
+ *
+ * Node types go in batches (`POST /v1/node-types:batch`, all or nothing on the registry's side), read from their
+ * source batch by batch so a package of thousands of generated node types is never held whole. A node type the
+ * registry refuses is reported and left out of the registration; the others still register. A registry without the
+ * batch endpoint gets one POST /v1/node-types per node type.
  */
 import { hostname } from "node:os";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
@@ -11,15 +16,25 @@ import { FabricError } from "../../http/errors.js";
 import type { HealthCheck } from "../../http/service.js";
 import { bindExecutorEndpoint } from "../../http/auth-plugin.js";
 import { bearerHeaders, type ServiceTokens } from "../../clients/service-tokens.js";
-import { RegistryClient, type ExecutorRegistration } from "../../clients/registry-client.js";
+import { RegistryClient, isBatchUnsupported, type ExecutorRegistration } from "../../clients/registry-client.js";
+import type { NodeTypeStream } from "./handler-loader.js";
+
+/** Node types per batch, by default. */
+export const DEFAULT_BATCH_SIZE = 200;
+/** The largest batch body sent, by default: under the registry's default body limit (1 MiB) with room to spare. */
+export const DEFAULT_BATCH_BYTES = 512 * 1024;
 
 export interface RegistrationOptions {
   registryUrl: string;
   /** The executor's tokens for the registry. */
   tokens?: ServiceTokens;
   kind: "atomic" | "composite";
-  nodeTypes: NodeType[];
+  /** The node types to publish: an array, or a stream read as it is published (a set's NodeType files). */
+  nodeTypes: readonly NodeType[] | NodeTypeStream;
   logger: FastifyBaseLogger;
+  /** Node types per batch (default 200, at most 500) and the largest body of one batch in bytes (default 512 KiB). */
+  batchSize?: number;
+  batchBytes?: number;
   /** Stable id of this executor (default: `<kind>-<hostname>-<port>`). */
   executorInstanceId?: string;
   /** URL the coordinator reaches this executor at (default: derived from the listening address). */
@@ -40,12 +55,46 @@ function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** How many node types `source` holds. */
+function countOf(source: readonly NodeType[] | NodeTypeStream): number {
+  return Array.isArray(source) ? source.length : (source as NodeTypeStream).count;
+}
+
+/** The indexes of a batch that a registry's refusal names: `/node_types/<i>/…` in a 400, `conflicts[].index` in a 409. */
+function refusedIndexes(err: FabricError, size: number): Map<number, string> {
+  const out = new Map<number, string>();
+  const add = (i: number, why: string) => {
+    if (Number.isInteger(i) && i >= 0 && i < size) out.set(i, out.has(i) ? `${out.get(i)}; ${why}` : why);
+  };
+  const details = err.details ?? {};
+  if (err.code === "node_type_version_conflict" && Array.isArray(details.conflicts)) {
+    for (const c of details.conflicts as Array<{ index?: unknown }>) add(Number(c.index), "published already with different content; publish a new version");
+  } else if (Array.isArray(details.errors)) {
+    for (const e of details.errors as Array<{ path?: unknown; message?: unknown }>) {
+      const m = /^\/node_types\/(\d+)(\/.*)?$/.exec(String(e.path));
+      if (m) add(Number(m[1]), `${m[2] ?? "/"} ${String(e.message)}`);
+    }
+  }
+  return out;
+}
+
+/** One node type of a batch, with its size on the wire. */
+interface Item {
+  nodeType: NodeType;
+  bytes: number;
+}
+
 /** The background registration of one executor, with its state for GET /v1/health. */
 export class RegistryRegistration {
   private phase: Phase = "idle";
   private attempts = 0;
   private lastError?: string;
-  private readonly problems: string[] = [];
+  /** Refusals by node type (`id@version`), so a batch sent again after a network error does not list one twice. */
+  private readonly problems = new Map<string, string>();
+  private readonly total: number;
+  /** What the registry holds of ours, by `id@version` (a batch sent again after a network error adds nothing twice). */
+  private readonly published = new Map<string, { node_type_id: string; version: string }>();
+  private batchSupported = true;
   private readonly client: RegistryClient;
   private stopped = false;
   /** Aborts a request in flight when the executor closes, so closing never waits on a slow registry. */
@@ -56,7 +105,8 @@ export class RegistryRegistration {
   private endpoint?: string;
 
   constructor(private readonly options: RegistrationOptions) {
-    this.client = new RegistryClient(options.registryUrl, { connections: 2, headersTimeoutMs: 10_000, headers: bearerHeaders(options.tokens, "node-registry") });
+    this.client = new RegistryClient(options.registryUrl, { connections: 2, headersTimeoutMs: 30_000, headers: bearerHeaders(options.tokens, "node-registry") });
+    this.total = countOf(options.nodeTypes);
   }
 
   /** Starts registering in the background, once the executor's address is known. */
@@ -93,17 +143,24 @@ export class RegistryRegistration {
   check(): HealthCheck {
     const details: Record<string, unknown> = {
       registry_url: this.options.registryUrl,
-      node_types: this.options.nodeTypes.length,
+      node_types: this.total,
+      published: this.published.size,
       attempts: this.attempts,
     };
     if (this.executorInstanceId) details.executor_instance_id = this.executorInstanceId;
     if (this.endpoint) details.endpoint = this.endpoint;
-    if (this.problems.length > 0) details.problems = [...this.problems];
+    const problems = [...this.problems.values()];
+    if (problems.length > 0) details.problems = problems;
     switch (this.phase) {
       case "registered":
-        return this.problems.length === 0
+        return problems.length === 0
           ? { name: "registry_registration", status: "ok", details }
-          : { name: "registry_registration", status: "degraded", message: `registered, but the registry refused some node types: ${this.problems.join("; ")}`, details };
+          : {
+              name: "registry_registration",
+              status: "degraded",
+              message: `registered, but the registry refused ${problems.length} node type(s), which are not registered: ${problems.slice(0, 10).join("; ")}${problems.length > 10 ? `; and ${problems.length - 10} more` : ""}`,
+              details,
+            };
       case "failed":
         return { name: "registry_registration", status: "degraded", message: `registration failed: ${this.lastError ?? "unknown error"}`, details };
       case "idle":
@@ -132,36 +189,62 @@ export class RegistryRegistration {
 
   private async run(): Promise<void> {
     const log = this.options.logger;
-    const toPublish = [...this.options.nodeTypes];
+    const batchSize = Math.min(Math.max(1, this.options.batchSize ?? DEFAULT_BATCH_SIZE), 500);
+    const batchBytes = Math.max(1, this.options.batchBytes ?? DEFAULT_BATCH_BYTES);
+    // One pass over the source: a batch that fails to send is kept and sent again, never read again.
+    const source = this.options.nodeTypes[Symbol.iterator]();
+    let carry: Item | undefined;
+    const nextBatch = (): Item[] => {
+      const batch: Item[] = [];
+      let bytes = 0;
+      while (batch.length < batchSize) {
+        let item = carry;
+        carry = undefined;
+        if (!item) {
+          const next = source.next();
+          if (next.done) break;
+          item = { nodeType: next.value, bytes: Buffer.byteLength(JSON.stringify(next.value)) };
+        }
+        if (batch.length > 0 && bytes + item.bytes > batchBytes) {
+          carry = item;
+          break;
+        }
+        batch.push(item);
+        bytes += item.bytes;
+      }
+      return batch;
+    };
+    const started = performance.now();
+    let pending: Item[] = [];
+    let done = 0;
     let delay = this.options.initialRetryDelayMs ?? 250;
     const maxDelay = this.options.maxRetryDelayMs ?? 30_000;
     while (!this.stopped) {
       this.attempts++;
       try {
-        while (toPublish.length > 0) {
-          const nt = toPublish[0]!;
-          try {
-            await this.client.http.json("POST", "/v1/node-types", { node_type: nt }, { signal: this.abort.signal });
-          } catch (err) {
-            if (!isPermanent(err)) throw err;
-            const code = FabricError.is(err) ? err.code : "error";
-            // A version conflict means different content was published under this version: someone must bump it.
-            const problem = `${nt.node_type_id}@${nt.version}: ${code}: ${messageOf(err)}`;
-            this.problems.push(problem);
-            log.error({ node_type_id: nt.node_type_id, version: nt.version, code }, `the registry refused node type ${problem}`);
+        for (;;) {
+          if (pending.length === 0) pending = nextBatch();
+          if (pending.length === 0) break;
+          await this.publishBatch(pending);
+          done += pending.length;
+          pending = [];
+          if (this.total > batchSize) {
+            log.info({ published: this.published.size, done, node_types: this.total }, `published ${done.toLocaleString("en-US")} of ${this.total.toLocaleString("en-US")} node types`);
           }
-          toPublish.shift();
         }
         const registration: ExecutorRegistration = {
           endpoint: this.endpoint!,
           kind: this.options.kind,
-          node_types: this.options.nodeTypes.map((nt) => ({ node_type_id: nt.node_type_id, version: nt.version })),
+          node_types: [...this.published.values()],
         };
         // Through `http` rather than registerExecutor(), to pass the abort signal.
         await this.client.http.json("PUT", `/v1/executors/${encodeURIComponent(this.executorInstanceId!)}`, registration, { signal: this.abort.signal });
         this.phase = "registered";
         this.lastError = undefined;
-        log.info({ executor_instance_id: this.executorInstanceId, endpoint: this.endpoint, node_types: this.options.nodeTypes.length }, "registered with the node registry");
+        log.info(
+          { executor_instance_id: this.executorInstanceId, endpoint: this.endpoint, node_types: this.published.size, refused: this.problems.size, ms: Math.round(performance.now() - started) },
+          "registered with the node registry",
+        );
         return;
       } catch (err) {
         if (this.stopped) return;
@@ -176,6 +259,65 @@ export class RegistryRegistration {
         delay = Math.min(delay * 2, maxDelay);
       }
     }
+  }
+
+  /** Records that the registry refused a node type: reported, and left out of the registration. */
+  private refuse(nt: NodeType, code: string, why: string): void {
+    const name = `${nt.node_type_id}@${nt.version}`;
+    // A version conflict means different content was published under this version: someone must bump it.
+    const problem = `${name}: ${code}: ${why}`;
+    if (this.problems.has(name)) return;
+    this.problems.set(name, problem);
+    this.options.logger.error({ node_type_id: nt.node_type_id, version: nt.version, code }, `the registry refused node type ${problem}`);
+  }
+
+  /**
+   * Publishes one batch: whole when the registry takes it, else without the node types it refuses (each reported),
+   * halved when it is too large, one by one on a registry without the batch endpoint. Throws what must be retried or
+   * stops the registration (a network error, 401, 403).
+   */
+  private async publishBatch(batch: Item[]): Promise<void> {
+    if (batch.length === 0) return;
+    if (!this.batchSupported) return this.publishOneByOne(batch);
+    try {
+      await this.client.http.json("POST", "/v1/node-types:batch", { node_types: batch.map((i) => i.nodeType) }, { signal: this.abort.signal });
+    } catch (err) {
+      if (!FabricError.is(err) || !isPermanent(err) || err.statusCode === 401 || err.statusCode === 403) throw err;
+      if (isBatchUnsupported(err)) {
+        this.batchSupported = false;
+        this.options.logger.info({ registry_url: this.options.registryUrl }, "the node registry has no POST /v1/node-types:batch; publishing node types one by one");
+        return this.publishOneByOne(batch);
+      }
+      if (err.statusCode === 413) {
+        if (batch.length === 1) return this.refuse(batch[0]!.nodeType, err.code, messageOf(err));
+        const half = Math.ceil(batch.length / 2);
+        await this.publishBatch(batch.slice(0, half));
+        return this.publishBatch(batch.slice(half));
+      }
+      const refused = refusedIndexes(err, batch.length);
+      // A refusal that names no node type of the batch: find the ones at fault by sending each alone.
+      if (refused.size === 0) return this.publishOneByOne(batch);
+      for (const [i, why] of refused) this.refuse(batch[i]!.nodeType, err.code, why);
+      return this.publishBatch(batch.filter((_, i) => !refused.has(i)));
+    }
+    for (const { nodeType } of batch) this.markPublished(nodeType);
+  }
+
+  private async publishOneByOne(batch: Item[]): Promise<void> {
+    for (const { nodeType } of batch) {
+      try {
+        await this.client.http.json("POST", "/v1/node-types", { node_type: nodeType }, { signal: this.abort.signal });
+      } catch (err) {
+        if (!isPermanent(err) || (err as FabricError).statusCode === 401 || (err as FabricError).statusCode === 403) throw err;
+        this.refuse(nodeType, (err as FabricError).code, messageOf(err));
+        continue;
+      }
+      this.markPublished(nodeType);
+    }
+  }
+
+  private markPublished(nt: NodeType): void {
+    this.published.set(`${nt.node_type_id}@${nt.version}`, { node_type_id: nt.node_type_id, version: nt.version });
   }
 }
 

@@ -79,8 +79,37 @@ const getQuerySchema = {
   additionalProperties: false,
 } as const;
 
+type PublishedNodeType = Record<string, unknown> & { node_type_id: string; version: string; kind: NodeKind };
+
 interface PublishBody {
-  node_type: Record<string, unknown> & { node_type_id: string; version: string; kind: NodeKind };
+  node_type: PublishedNodeType;
+}
+
+interface BatchPublishBody {
+  node_types: PublishedNodeType[];
+}
+
+/**
+ * What the body's schema cannot say about a NodeType: a version safe as an id, schemas that would compile, a valid
+ * declarative plan. `at` is the NodeType's JSON Pointer in the body (`/node_type`, `/node_types/3`).
+ */
+function publishIssues(nodeType: PublishedNodeType, at: string): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  // Any version string safe as an id (semver or not); node-type-version-order.ts says how versions are ordered.
+  const versionIssue = versionProblem(nodeType.version);
+  if (versionIssue) issues.push({ path: `${at}/version`, message: versionIssue });
+  issues.push(
+    ...schemaCompileIssues([
+      { path: `${at}/input_schema`, schema: nodeType.input_schema },
+      { path: `${at}/output_schema`, schema: nodeType.output_schema },
+    ]),
+  );
+  // Declarative composites (extensions["nodefabric.plan"]) are checked here so a broken plan is never stored; the
+  // plan checker writes its paths from /node_type.
+  for (const issue of validateNodeTypePlan(nodeType)) {
+    issues.push({ ...issue, path: issue.path.startsWith("/node_type") ? `${at}${issue.path.slice("/node_type".length)}` : issue.path });
+  }
+  return issues;
 }
 
 /** Sends JSON text that is already serialized (stored canonical JSON), skipping a parse and re-encode. */
@@ -95,6 +124,18 @@ function notFound(nodeTypeId: string, version: string | undefined, available: st
   return new FabricError("node_type_not_found", `node type "${nodeTypeId}" has no version "${version}"`, {
     details: { node_type_id: nodeTypeId, version, available_versions: available },
   });
+}
+
+/** 409 for versions of a batch already published with other content; `partly`: the ones before were stored (a race). */
+function batchConflict(conflicts: Array<{ index: number; node_type_id: string; version: string }>, partly: boolean): FabricError {
+  const names = conflicts.slice(0, 5).map((c) => `${c.node_type_id}@${c.version}`);
+  const more = conflicts.length > 5 ? ` and ${conflicts.length - 5} more` : "";
+  return new FabricError(
+    "node_type_version_conflict",
+    `${names.join(", ")}${more} ${conflicts.length === 1 ? "is" : "are"} already published with different content; publish new versions ` +
+      (partly ? "(a publish of the same version raced this batch; the node types before it were stored)" : "(none of the batch was published)"),
+    { details: { conflicts } },
+  );
 }
 
 async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
@@ -130,18 +171,7 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
 
   app.post<{ Body: PublishBody }>("/v1/node-types", { schema: { body: ref("node_type_publish_request") } }, async (req, reply) => {
     const nodeType = req.body.node_type;
-    const issues: ValidationIssue[] = [];
-    // Any version string safe as an id (semver or not); node-type-version-order.ts says how versions are ordered.
-    const versionIssue = versionProblem(nodeType.version);
-    if (versionIssue) issues.push({ path: "/node_type/version", message: versionIssue });
-    issues.push(
-      ...schemaCompileIssues([
-        { path: "/node_type/input_schema", schema: nodeType.input_schema },
-        { path: "/node_type/output_schema", schema: nodeType.output_schema },
-      ]),
-    );
-    // Declarative composites (extensions["nodefabric.plan"]) are checked here so a broken plan is never stored.
-    issues.push(...validateNodeTypePlan(nodeType));
+    const issues = publishIssues(nodeType, "/node_type");
     if (issues.length > 0) throw invalidRequest("the node type cannot be published", issues);
 
     const json = canonicalJson(nodeType);
@@ -161,6 +191,50 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
     }
     if (inserted) req.log.info({ node_type_id: stored.node_type_id, version: stored.version }, "node type published");
     return sendJsonText(reply, stored.json);
+  });
+
+  // An extension: many versions in one request (an executor announcing a package generated from a large API), checked
+  // like POST /v1/node-types each, and all or nothing: one refusal and none is stored.
+  app.post<{ Body: BatchPublishBody }>("/v1/node-types::batch", { schema: { body: ref("node_type_batch_publish_request") } }, async (req, reply) => {
+    const items = req.body.node_types;
+    const issues: ValidationIssue[] = [];
+    const jsons = items.map((nt) => canonicalJson(nt));
+    // The first index of each (id, version); a repeat with the same content is published once.
+    const firstAt = new Map<string, number>();
+    items.forEach((nt, i) => {
+      issues.push(...publishIssues(nt, `/node_types/${i}`));
+      const key = `${nt.node_type_id}\u0000${nt.version}`;
+      const first = firstAt.get(key);
+      if (first === undefined) firstAt.set(key, i);
+      else if (jsons[first] !== jsons[i]) {
+        issues.push({ path: `/node_types/${i}`, message: `is ${nt.node_type_id}@${nt.version} again, with content different from /node_types/${first}` });
+      }
+    });
+    if (issues.length > 0) throw invalidRequest(`the node types cannot be published (none was)`, issues);
+
+    const unique = [...firstAt.values()];
+    const conflicts: Array<{ index: number; node_type_id: string; version: string }> = [];
+    for (const i of unique) {
+      const nt = items[i]!;
+      const stored = await store.getNodeType(nt.node_type_id, nt.version);
+      if (stored && stored.json !== jsons[i]) conflicts.push({ index: i, node_type_id: nt.node_type_id, version: nt.version });
+    }
+    if (conflicts.length > 0) throw batchConflict(conflicts, false);
+
+    const published_at = clock.isoNow();
+    const storedJson = new Map<number, string>();
+    let inserted = 0;
+    for (const i of unique) {
+      const nt = items[i]!;
+      const result = await store.insertNodeType({ node_type_id: nt.node_type_id, version: nt.version, kind: nt.kind, json: jsons[i]!, published_at });
+      // Only a publish of the same version racing this one, with other content, gets here.
+      if (!result.inserted && result.stored.json !== jsons[i]) throw batchConflict([{ index: i, node_type_id: nt.node_type_id, version: nt.version }], storedJson.size > 0);
+      if (result.inserted) inserted++;
+      storedJson.set(i, result.stored.json);
+    }
+    if (inserted > 0) req.log.info({ node_types: items.length, inserted }, "node types published");
+    const answer = items.map((nt, i) => storedJson.get(firstAt.get(`${nt.node_type_id}\u0000${nt.version}`)!) ?? jsons[i]);
+    return sendJsonText(reply, `{"node_types":[${answer.join(",")}]}`);
   });
 
   app.get<{ Querystring: { q?: string; kind?: NodeKind; limit?: number; page_token?: string } }>(
