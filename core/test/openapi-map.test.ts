@@ -617,6 +617,57 @@ describe("$refs and broken documents", () => {
   });
 });
 
+describe("what a request cannot carry", () => {
+  const document = doc(
+    {
+      "/search": {
+        get: { operationId: "search", requestBody: { content: { "application/json": { schema: { type: "object" } } } }, responses: ok },
+        head: { operationId: "mustSend", requestBody: { required: true, content: { "application/json": { schema: { type: "object" } } } }, responses: ok },
+      },
+      "/headers": {
+        get: {
+          operationId: "headers",
+          parameters: [
+            { name: "Bad Header", in: "header", schema: { type: "string" } },
+            { name: "", in: "query", schema: { type: "string" } },
+          ],
+          responses: ok,
+        },
+        post: { operationId: "badRequiredHeader", parameters: [{ name: "X(y)", in: "header", required: true, schema: { type: "string" } }], responses: ok },
+        put: { operationId: "badKey", security: [{ badKey: [] }], responses: ok },
+      },
+      "relative/{id}": { get: { operationId: "relative", responses: ok } },
+    },
+    { components: { securitySchemes: { badKey: { type: "apiKey", in: "header", name: "X Key" } } } },
+  );
+  const mapping = mapOpenApi(document, OPTIONS);
+
+  it("leaves out an optional body of GET or HEAD, with a note, and an operation whose body is required", () => {
+    expect(op(mapping, "zoo.search").descriptor.body).toBeUndefined();
+    expect(Object.keys((op(mapping, "zoo.search").nodeType.input_schema as any).properties)).toEqual([]);
+    expect(op(mapping, "zoo.search").notes).toContain("its optional request body is left out: a GET request cannot carry one");
+    expect(mapping.leftOut).toContainEqual({ method: "HEAD", path: "/search", operationId: "mustSend", reason: "its request body is required, and a HEAD request cannot carry one" });
+  });
+
+  it("leaves out header names HTTP cannot carry, and an operation that needs one", () => {
+    expect(op(mapping, "zoo.headers").descriptor.parameters).toEqual([]);
+    expect(op(mapping, "zoo.headers").notes).toEqual(
+      expect.arrayContaining(['the header parameter "Bad Header" is ignored (not a valid header name)', "a query parameter with an empty name is ignored"]),
+    );
+    expect(mapping.leftOut).toContainEqual({ method: "POST", path: "/headers", operationId: "badRequiredHeader", reason: 'its required header parameter "X(y)" is not a valid header name' });
+    expect(mapping.leftOut).toContainEqual({
+      method: "PUT",
+      path: "/headers",
+      operationId: "badKey",
+      reason: 'its security cannot be met by a node type: the apiKey scheme badKey is sent in the header "X Key", which is not a valid header name',
+    });
+  });
+
+  it("sends a path the document wrote without its leading slash from the root", () => {
+    expect(op(mapping, "zoo.relative").descriptor.path).toBe("/relative/{id}");
+  });
+});
+
 describe("progress", () => {
   it("reports every 100 operations of a big document", () => {
     const paths = Object.fromEntries(Array.from({ length: 250 }, (_, i) => [`/r${i}`, { get: { operationId: `op${i}`, responses: ok } }]));

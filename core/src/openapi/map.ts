@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import type { NodeType } from "@nodefabric/schemas";
 import { validatorFor } from "@nodefabric/schemas";
 import { compileHandlerSchema, createHandlerAjv } from "../http/handler-schemas.js";
+import { operationDescriptorOf } from "../sdk/http-operation.js";
 import {
   OPENAPI_EXTENSION,
   type HttpOperationDescriptor,
@@ -42,6 +43,9 @@ const SIDE_EFFECT_CLASS_BY_METHOD: Readonly<Record<string, "read" | "write" | "i
 
 /** Header parameters OpenAPI says to ignore: the request's own headers carry them. */
 const IGNORED_HEADERS = new Set(["accept", "content-type", "authorization"]);
+
+/** What an HTTP header name may be (RFC 9110 token). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** What a node type id may be (the NodeType schema's pattern). */
 const NODE_TYPE_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -290,7 +294,7 @@ function collectOperations(document: OpenApiDocument, follow: RefFollower, prefi
       const documentId = typeof operation.operationId === "string" && operation.operationId.trim() !== "" ? operation.operationId.trim() : undefined;
       const operationId = documentId ?? `${method}-${pathSlug(path)}`;
       const tags = Array.isArray(operation.tags) ? operation.tags.filter((t): t is string => typeof t === "string") : [];
-      sites.push({ path, sentPath: sentPath === "" ? "/" : sentPath, method, operation, pathItem, operationId, nodeTypeId: "", tags });
+      sites.push({ path, sentPath: sentPath.startsWith("/") ? sentPath : `/${sentPath}`, method, operation, pathItem, operationId, nodeTypeId: "", tags });
     }
   }
   assignNodeTypeIds(sites, prefix, documentNotes);
@@ -391,8 +395,17 @@ function mapOperation(site: OperationSite, ctx: MapContext): MappedOperation | {
   const defs = new DefsCollector();
   const parameters = parametersOf(site, ctx, notes, defs);
   if ("reason" in parameters) return parameters;
-  const body = requestBodyOf(operation, ctx, notes, defs);
-  if (body && "reason" in body) return body;
+  let body: { schema: SchemaObject; spec: OperationBody } | undefined;
+  if ((method === "get" || method === "head") && operation.requestBody !== undefined) {
+    // Fetch cannot send a body with GET or HEAD, and the runtime refuses such a descriptor.
+    const followed = ctx.follow(operation.requestBody);
+    if ("value" in followed && isRecord(followed.value) && followed.value.required === true) return { reason: `its request body is required, and a ${METHOD} request cannot carry one` };
+    notes.push(`its optional request body is left out: a ${METHOD} request cannot carry one`);
+  } else {
+    const read = requestBodyOf(operation, ctx, notes, defs);
+    if (read && "reason" in read) return read;
+    body = read;
+  }
 
   const properties: Array<[string, unknown]> = [...parameters.properties];
   const required = [...parameters.required];
@@ -440,6 +453,11 @@ function mapOperation(site: OperationSite, ctx: MapContext): MappedOperation | {
   const validate = validatorFor("node_type");
   if (!validate(nodeType)) {
     return { reason: `its node type is not valid: ${(validate.errors ?? []).map((e) => `${e.instancePath || "/"} ${e.message}`).join("; ")}` };
+  }
+  try {
+    operationDescriptorOf(nodeType);
+  } catch (err) {
+    return { reason: `the runtime would refuse it: ${err instanceof Error ? err.message : String(err)}` };
   }
   for (const [which, schema] of [["input", inputSchema], ["output", answer.outputSchema]] as const) {
     const problem = compileProblem(ctx.ajv, schema);
@@ -528,6 +546,10 @@ function parametersOf(
       notes.push(`the path parameter ${p.name} does not appear in the path; it is left out`);
       continue;
     }
+    if (p.name === "") {
+      notes.push(`a ${p.in} parameter with an empty name is ignored`);
+      continue;
+    }
     if (p.in === "header" && IGNORED_HEADERS.has(p.name.toLowerCase())) {
       notes.push(`the header parameter ${p.name} is ignored, as OpenAPI says (the request sets it)`);
       continue;
@@ -535,6 +557,11 @@ function parametersOf(
     if (!(p.in in STYLES_BY_LOCATION)) {
       if (p.required === true) return { reason: `its required parameter ${p.name} is in "${p.in}", which is not a parameter location` };
       notes.push(`the parameter ${p.name} in "${p.in}" is ignored (not a parameter location)`);
+      continue;
+    }
+    if (p.in === "header" && !HEADER_NAME.test(p.name)) {
+      if (p.required === true) return { reason: `its required header parameter ${JSON.stringify(p.name)} is not a valid header name` };
+      notes.push(`the header parameter ${JSON.stringify(p.name)} is ignored (not a valid header name)`);
       continue;
     }
     kept.push(p);

@@ -125,6 +125,9 @@ function schemeEntry(name: string, raw: unknown, options: SecurityMapperOptions,
         return { kind: "unusable", reason: `the apiKey scheme ${name} is sent ${where === "" ? "nowhere" : `in ${where}`}; header, query or cookie was expected` };
       }
       if (typeof s.name !== "string" || s.name === "") return { kind: "unusable", reason: `the apiKey scheme ${name} has no parameter name` };
+      if (where === "header" && !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(s.name)) {
+        return { kind: "unusable", reason: `the apiKey scheme ${name} is sent in the header ${JSON.stringify(s.name)}, which is not a valid header name` };
+      }
       const key = distinctName(base === options.settingsPrefix ? `${base}_API_KEY` : base, taken);
       return {
         kind: "usable",
