@@ -59,6 +59,20 @@ describe("loadOpenApi: files", () => {
     expect(byPath.notes).toEqual([]);
   });
 
+  it("goes on when an external $ref names a file that is not there, leaving those $refs as they are", async () => {
+    const loaded = await loadOpenApi(path.join(fixtures, "dangling.yaml"));
+    const paths = loaded.document.paths as Record<string, any>;
+
+    expect(paths["/things"].get.responses["200"].content["application/json"].schema).toEqual({ $ref: "./not-there.yaml#/Thing" });
+    expect(paths["/elsewhere"]).toEqual({ $ref: "./not-there.yaml#/paths/elsewhere" });
+    // The example's literal value is not a $ref to follow.
+    expect(paths["/things"].get.responses["200"].content["application/json"].examples.sample.value).toEqual({ $ref: "./also-not-there.yaml" });
+    // The file that is there is brought in.
+    expect(refsOf(paths["/items"]).every((ref) => ref.startsWith("#"))).toBe(true);
+    expect(loaded.notes).toEqual(["2 $refs name what cannot be read (not-there.yaml); they are left as they are", "1 external $ref was brought into the document"]);
+    expect(JSON.stringify(loaded.document)).not.toContain("x-nodefabric-unreadable");
+  });
+
   it("converts Swagger 2.0 to OpenAPI 3.0 and says so", async () => {
     const progress: string[] = [];
     const loaded = await loadOpenApi(path.join(fixtures, "kennel-swagger2.yaml"), { onProgress: (m) => progress.push(m) });

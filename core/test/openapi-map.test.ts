@@ -612,6 +612,19 @@ describe("$refs and broken documents", () => {
     expect(mapping.operations.length + mapping.leftOut.length).toBe(9);
   });
 
+  it("lists what needs a file that could not be read, and accounts for every operation", async () => {
+    const loaded = await loadOpenApi(path.join(fixtures, "dangling.yaml"));
+    const dangling = mapOpenApi(loaded.document, OPTIONS);
+
+    expect(dangling.leftOut).toContainEqual({
+      method: "*",
+      path: "/elsewhere",
+      reason: "its path item cannot be read: the $ref ./not-there.yaml#/paths/elsewhere names another document, which could not be brought in",
+    });
+    expect(dangling.operations.length + dangling.leftOut.length).toBe(3);
+    expect(op(dangling, "zoo.listItems").descriptor.response.outputs).toBe("object");
+  });
+
   it("refuses a document without paths", () => {
     expect(() => mapOpenApi({ openapi: "3.0.0", info: { title: "x", version: "1" } } as OpenApiDocument, OPTIONS)).toThrow(/has no paths/);
   });

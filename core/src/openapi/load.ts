@@ -94,15 +94,10 @@ export async function loadOpenApi(source: string, options: LoadOpenApiOptions = 
   const notes: string[] = [];
   const version = versionOf(parsed, source, notes);
 
-  const external = countExternalRefs(parsed);
+  const external = externalRefsOf(parsed).length;
   if (external > 0) {
     if (big) progress(`bundling ${external} external $ref${external === 1 ? "" : "s"}`);
-    try {
-      parsed = await (parser.bundle as (...args: unknown[]) => Promise<unknown>)(location, parsed, readerOptions);
-    } catch (err) {
-      throw new OpenApiImportError(`cannot bring in the external $refs of ${source}: ${messageOf(err)}`, { cause: err });
-    }
-    notes.push(`${external} external $ref${external === 1 ? " was" : "s were"} brought into the document`);
+    parsed = await bundleExternalRefs(parsed as Record<string, unknown>, location, source, readerOptions, notes);
   }
 
   let convertedFrom: string | undefined;
@@ -306,9 +301,12 @@ export function resolveServerUrl(url: string, base: string): string {
   }
 }
 
-/** How many `$ref`s name another file or URL (`#…` pointers are internal). */
-function countExternalRefs(document: unknown): number {
-  let count = 0;
+/**
+ * Every object whose `$ref` names another file or URL (`#…` pointers are internal). Examples are literal values, so a
+ * `$ref` key inside one does not count (GitHub's descriptions have some), unless `inExamples`: the bundler follows them.
+ */
+function externalRefsOf(document: unknown, inExamples = false): Array<Record<string, unknown> & { $ref: string }> {
+  const found: Array<Record<string, unknown> & { $ref: string }> = [];
   const stack: unknown[] = [document];
   const seen = new Set<object>();
   while (stack.length > 0) {
@@ -320,13 +318,90 @@ function countExternalRefs(document: unknown): number {
       continue;
     }
     const record = value as Record<string, unknown>;
-    if (typeof record.$ref === "string" && !record.$ref.startsWith("#")) count++;
+    if (typeof record.$ref === "string" && !record.$ref.startsWith("#")) found.push(record as Record<string, unknown> & { $ref: string });
     for (const key in record) {
       const child = record[key];
+      if (key === "example" && !inExamples) continue;
+      if (key === "examples" && !inExamples && typeof child === "object" && child !== null && !Array.isArray(child)) {
+        // Example Objects: their `value` is literal, the rest (a `$ref` to a shared example) is not.
+        for (const example of Object.values(child)) {
+          if (typeof example === "object" && example !== null && typeof (example as Record<string, unknown>).$ref === "string") stack.push({ $ref: (example as Record<string, unknown>).$ref });
+        }
+        continue;
+      }
       if (typeof child === "object" && child !== null) stack.push(child);
     }
   }
-  return count;
+  return found;
+}
+
+/**
+ * The document with its external `$ref`s brought in (internal ones kept). A file or URL that cannot be read does not
+ * stop the import: its `$ref`s stay as they are, with a note, and what needs them is left out by the mapper.
+ */
+async function bundleExternalRefs(document: Record<string, unknown>, location: string, source: string, readerOptions: object, notes: string[]): Promise<unknown> {
+  const bundle = (parser: SwaggerParser) => (parser.bundle as (...args: unknown[]) => Promise<unknown>)(location, document, readerOptions);
+  const count = externalRefsOf(document).length;
+  const brought = () => notes.push(`${count} external $ref${count === 1 ? " was" : "s were"} brought into the document`);
+  try {
+    const bundled = await bundle(new LenientParser());
+    brought();
+    return bundled;
+  } catch (err) {
+    const unreadable = await unreadableSources(document, location, readerOptions);
+    if (unreadable.size === 0) throw new OpenApiImportError(`cannot bring in the external $refs of ${source}: ${messageOf(err)}`, { cause: err });
+    // The $refs into what cannot be read point at a placeholder while the rest is bundled, then are put back.
+    const placeholder = "x-nodefabric-unreadable";
+    const real = new Set<object>(externalRefsOf(document));
+    const parked: Array<[Record<string, unknown>, string]> = [];
+    for (const ref of externalRefsOf(document, true)) {
+      if (unreadable.has(refTarget(ref.$ref, location))) {
+        parked.push([ref, ref.$ref]);
+        ref.$ref = `#/${placeholder}`;
+      }
+    }
+    document[placeholder] = {};
+    let bundled: unknown;
+    try {
+      bundled = externalRefsOf(document, true).length > 0 ? await bundle(new LenientParser()) : document;
+    } catch (again) {
+      throw new OpenApiImportError(`cannot bring in the external $refs of ${source}: ${messageOf(again)}`, { cause: again });
+    } finally {
+      for (const [ref, original] of parked) ref.$ref = original;
+      delete document[placeholder];
+      delete (bundled as Record<string, unknown> | undefined)?.[placeholder];
+    }
+    // Only $refs that mean one are reported (not those inside examples).
+    const missing = parked.filter(([ref]) => real.has(ref));
+    const names = [...new Set(missing.map(([, original]) => path.basename(refTarget(original, location))))];
+    const n = missing.length;
+    if (n > 0) notes.push(`${n} $ref${n === 1 ? "" : "s"} name${n === 1 ? "s" : ""} what cannot be read (${names.join(", ")}); ${n === 1 ? "it is" : "they are"} left as ${n === 1 ? "it is" : "they are"}`);
+    if (count > n) notes.push(`${count - n} external $ref${count - n === 1 ? " was" : "s were"} brought into the document`);
+    return bundled;
+  }
+}
+
+/** The files and URLs the document's external `$ref`s name that cannot be read (from a resolve that goes on after errors). */
+async function unreadableSources(document: Record<string, unknown>, location: string, readerOptions: object): Promise<Set<string>> {
+  const unreadable = new Set<string>();
+  const parser = new LenientParser();
+  try {
+    await (parser.resolve as (...args: unknown[]) => Promise<unknown>)(location, document, { ...readerOptions, continueOnError: true });
+  } catch {
+    // What was read and what was not is in $refs either way.
+  }
+  // A file that could not be read holds its error as its value.
+  for (const [file, value] of Object.entries(parser.$refs.values())) {
+    if (value instanceof Error) unreadable.add(refTarget(file, location));
+  }
+  return unreadable;
+}
+
+/** The file or URL a `$ref` names, without its pointer, as an absolute path or URL. */
+function refTarget(ref: string, base: string): string {
+  const withoutHash = ref.split("#")[0];
+  if (/^https?:\/\//i.test(base) || /^https?:\/\//i.test(withoutHash)) return new URL(withoutHash, base).href;
+  return path.resolve(path.dirname(base), withoutHash);
 }
 
 function megabytes(bytes: number): string {

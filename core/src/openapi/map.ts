@@ -232,7 +232,7 @@ export function createRefFollower(document: Record<string, unknown>): RefFollowe
       const ref = current.$ref;
       if (seen.has(ref)) return { error: `the $ref ${ref} refers to itself` };
       seen.add(ref);
-      if (!ref.startsWith("#")) return { error: `the $ref ${ref} names another document` };
+      if (!ref.startsWith("#")) return { error: `the $ref ${ref} names another document, which could not be brought in` };
       const target = pointerTarget(document, ref.slice(1));
       if (target === undefined) return { error: `the $ref ${ref} names nothing in the document` };
       current = target;
