@@ -37,8 +37,8 @@ export interface HandlerSource {
 }
 
 /**
- * A checked definition. Its validators compile their schema on first call and keep it; a schema that does not compile
- * makes them throw, so call `schemaProblem()` first where that must become a result rather than an exception.
+ * A checked definition. Its validators compile their schema on first call and keep it; while a schema does not compile
+ * they fail everything with one error saying so, so call `schemaProblem()` first where that must read as what it is.
  */
 export interface LoadedDefinition {
   definition: FabricDefinition;
@@ -467,7 +467,11 @@ function lazyDefinition(definition: FabricDefinition, source: HandlerSource, onP
   const validator = (which: "inputs" | "outputs"): ValidateFunction => {
     const wrapper = ((data: unknown) => {
       const s = compile();
-      if ("problem" in s) throw new Error(`node type ${name}: ${s.problem}`);
+      if ("problem" in s) {
+        // Never a throw: whoever validates gets a failure that names the real problem.
+        wrapper.errors = [{ instancePath: "", schemaPath: "#", keyword: "compile", params: {}, message: `cannot be checked: node type ${name}: ${s.problem}` }];
+        return false;
+      }
       const fn = s[which];
       const ok = fn(data);
       wrapper.errors = fn.errors;
