@@ -722,6 +722,7 @@ describe("documents from loadOpenApi", () => {
     expect(op(mapping, "petstore.get-store-inventory").descriptor.response.outputs).toBe("object");
     expect(mapping.settings.map((s) => s.name)).toEqual(["PETSTORE_BASE_URL", "PETSTORE_SERVER_REGION"]);
     expect(mapping.secrets).toEqual([]);
+    expect(mapping.notes).toContain("the document declares no security schemes: its operations are called without credentials");
     const validate = validatorFor("node_type");
     for (const o of mapping.operations) expect(validate(o.nodeType)).toBe(true);
   });

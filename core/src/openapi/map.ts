@@ -129,6 +129,11 @@ export function mapOpenApi(document: OpenApiDocument, options: MapOpenApiOptions
     documentNotes.push(`its ${Object.keys(document.webhooks).length} webhooks are requests the API sends, not operations to call; they are not imported`);
   }
 
+  const components = isRecord(document.components) ? document.components : {};
+  if (!isRecord(components.securitySchemes) || Object.keys(components.securitySchemes).length === 0) {
+    documentNotes.push("the document declares no security schemes: its operations are called without credentials");
+  }
+
   const include = lowerSet(options.include);
   const exclude = lowerSet(options.exclude);
   const matched = new Set<string>();
