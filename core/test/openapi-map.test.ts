@@ -2,6 +2,7 @@
  * mapOpenApi: operations of OpenAPI documents made into node types, one per operation, each with the descriptor that
  * callHttpOperation and http.request run; every operation either made or left out with its reason.
  */
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -13,6 +14,7 @@ import type { MapOpenApiOptions, MappedOperation, OpenApiDocument, OpenApiMappin
 
 
 const fixtures = fileURLToPath(new URL("./fixtures/openapi/", import.meta.url));
+const corpus = fileURLToPath(new URL("../../test/fixtures/openapi/", import.meta.url));
 const petstoreFile = fileURLToPath(new URL("../../templates/create-fabric-handler/test/fixtures/petstore.yaml", import.meta.url));
 
 const OPTIONS: MapOpenApiOptions = { prefix: "zoo", settingsPrefix: "ZOO" };
@@ -751,4 +753,22 @@ describe("documents from loadOpenApi", () => {
     expect(accepts(upload.nodeType.input_schema, { dogId: 1, body: { caption: "Rex" } })).toBe(false);
     expect(mapping.defaultBaseUrl).toBe("https://kennel.example.com/v2");
   });
+
+  it("accounts for every operation of every real-world document of test/fixtures/openapi that is there, with valid node types", async () => {
+    const files = existsSync(corpus) ? readdirSync(corpus).filter((f) => /\.(ya?ml|json)$/.test(f) && f !== "corpus.json") : [];
+    const validate = validatorFor("node_type");
+    for (const file of files) {
+      const loaded = await loadOpenApi(path.join(corpus, file));
+      const mapping = mapOpenApi(loaded.document, { prefix: "corpus", settingsPrefix: "CORPUS", location: loaded.location });
+      let declared = 0;
+      for (const item of Object.values(loaded.document.paths ?? {}) as Array<Record<string, unknown> | null>) {
+        const resolved = typeof item?.$ref === "string" && item.$ref.startsWith("#") ? undefined : item;
+        declared += resolved ? Object.keys(resolved).filter((k) => ["get", "put", "post", "delete", "options", "head", "patch", "trace"].includes(k.toLowerCase())).length : 1;
+      }
+      const pathItemRefs = mapping.leftOut.filter((l) => l.method === "*").length;
+      expect(mapping.operations.length + mapping.leftOut.length, file).toBeGreaterThanOrEqual(declared - pathItemRefs);
+      for (const l of mapping.leftOut) expect(l.reason, `${file} ${l.method} ${l.path}`).toMatch(/\S/);
+      for (const o of mapping.operations) expect(validate(o.nodeType), `${file} ${o.nodeType.node_type_id}`).toBe(true);
+    }
+  }, 300_000);
 });
