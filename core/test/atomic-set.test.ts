@@ -17,6 +17,8 @@ import { HandlerLoadError, handlersFromDefinitions, loadHandlers, withDefinition
 import { buildAtomicExecutor } from "../src/services/atomic-executor/index.js";
 import { RegistryRegistration } from "../src/services/atomic-executor/registry-registration.js";
 import { buildNodeRegistry } from "../src/services/node-registry/index.js";
+import { RegistryClient } from "../src/clients/registry-client.js";
+import { servingReport } from "../src/cli/serving-report.js";
 import { checkedCall as call } from "./support/checked-call.js";
 
 const isResult = validatorFor("atomic_execute_result");
@@ -567,5 +569,18 @@ describe("registration in batches", () => {
     const check = await handlersCheck(base);
     expect(check.details.failed).toEqual([expect.objectContaining({ node_type_id: "petstore.broken", reason: expect.stringMatching(/is not valid JSON/) })]);
     expect(check.details.count).toBe(2);
+    // What `fabric node-types ls` tells about it.
+    const client = new RegistryClient(r.base);
+    try {
+      const report = await servingReport(client, await client.listAll());
+      expect(report.warnings).toEqual([
+        expect.stringMatching(
+          new RegExp(`^! ${base.replace(/[.]/g, "\\.")} could not load @acme/petstore: node type petstore\\.broken@1\\.0\\.0: its NodeType file petstore\\.broken\\.json is not valid JSON: .* \\(its other node types are served\\)$`),
+        ),
+      ]);
+      expect(report.servedState(operation("getPet") as unknown as NodeType)).toBe("yes");
+    } finally {
+      await client.close();
+    }
   });
 });
