@@ -323,7 +323,6 @@ class LoadProblems {
   readonly fatal: string[] = [];
   private readonly skipped = new Map<string, { owner: Owner; reasons: string[]; modules: Set<string> }>();
   private readonly nodeTypes: Array<{ order: number; failure: FailedHandlerLoad }> = [];
-  private readonly skippedNodeTypes = new Set<string>();
 
   /** Records a problem that stops the start. */
   stop(message: string): void {
@@ -350,18 +349,12 @@ class LoadProblems {
       this.stop(message);
       return;
     }
-    this.skippedNodeTypes.add(`${owner.key}\u0000${keyOf(nodeTypeId, version)}`);
     this.nodeTypes.push({ order: owner.order, failure: nodeTypeFailure(owner, source, nodeTypeId, version, reason) });
   }
 
   /** True for a package that is skipped. */
   isSkipped(owner: Owner | undefined): boolean {
     return owner !== undefined && this.skipped.has(owner.key);
-  }
-
-  /** True for a node type of `owner` that is skipped on its own. */
-  isNodeTypeSkipped(owner: Owner | undefined, nodeTypeId: string, version: string): boolean {
-    return owner !== undefined && this.skippedNodeTypes.has(`${owner.key}\u0000${keyOf(nodeTypeId, version)}`);
   }
 
   /** The skipped packages and node types, in load order (a skipped package's node types are not listed on their own). */
@@ -651,7 +644,7 @@ class Handlers implements LoadedHandlers {
 
 /** Imports handler modules once each and checks what they define, noting problems instead of stopping at the first. */
 class Collector {
-  readonly definitions: Array<CheckedDefinition & { claimedBy: HandlerSource }> = [];
+  readonly definitions: CheckedDefinition[] = [];
   readonly sets: Array<{ set: LoadedSet; entries: AtomicSetEntry[] }> = [];
   readonly problems = new LoadProblems();
   readonly warnings: string[] = [];
@@ -824,7 +817,7 @@ class Collector {
       return false;
     }
     const loaded = lazyDefinition(definition, source, (p) => this.recordCompileFailure(owner, source, nt.node_type_id, nt.version, p));
-    this.definitions.push({ loaded, owner, claimedBy: source });
+    this.definitions.push({ loaded, owner });
     return true;
   }
 
