@@ -465,10 +465,14 @@ describe("registration in batches", () => {
     for (const a of opened.reverse()) await a.close();
   });
 
-  async function registry(options: { batch?: boolean } = {}) {
+  async function registry(options: { batch?: boolean; maxBodyBytes?: number } = {}) {
     const batches: Array<{ items: number; pulledBefore: number }> = [];
     let pulled = 0;
-    const app = await buildNodeRegistry({ logger: false, dbPath: path.join(tmp("nf-reg-"), "registry.db") });
+    const app = await buildNodeRegistry({
+      logger: false,
+      dbPath: path.join(tmp("nf-reg-"), "registry.db"),
+      ...(options.maxBodyBytes ? { limits: { maxBodyBytes: options.maxBodyBytes } } : {}),
+    });
     app.addHook("preHandler", async (req, reply) => {
       if (req.method === "POST" && req.url === "/v1/node-types:batch") {
         if (options.batch === false) return reply.code(405).send({ error: { code: "method_not_allowed", message: "POST is not allowed on /v1/node-types:batch" } });
@@ -520,6 +524,15 @@ describe("registration in batches", () => {
     await register(r.base, types(6), { batchSize: 200, batchBytes: 1200 });
     expect(r.batches.length).toBeGreaterThan(1);
     expect(r.batches.reduce((n, b) => n + b.items, 0)).toBe(6);
+  });
+
+  it("halves a batch the registry finds too large (413)", async () => {
+    const r = await registry({ maxBodyBytes: 2048 });
+    const { reg } = await register(r.base, types(8), { batchSize: 8, batchBytes: 1024 * 1024 });
+    expect(reg.check()).toMatchObject({ status: "ok", details: { published: 8 } });
+    // The 413s never reach a handler; what did is what fit.
+    expect(r.batches.reduce((n, b) => n + b.items, 0)).toBe(8);
+    expect(Math.max(...r.batches.map((b) => b.items))).toBeLessThan(8);
   });
 
   it("reports a node type the registry refuses, leaves it out of the registration, and registers the others", async () => {

@@ -209,6 +209,34 @@ describe("RegistryClient.publishMany", () => {
     }
   });
 
+  it("sends more than 500 in several batches, and halves a batch the registry finds too large (413)", async () => {
+    const sizes: number[] = [];
+    const small = await start({ limits: { maxBodyBytes: 4096 } }, (app) =>
+      app.addHook("onResponse", async (req, reply) => {
+        if (req.url === "/v1/node-types:batch") sizes.push(reply.statusCode);
+      }),
+    );
+    const client = new RegistryClient(small.base);
+    try {
+      const many = Array.from({ length: 12 }, (_, i) => operation(`big${i}`));
+      const out = await client.publishMany(many as never);
+      expect(out.map((t) => t.node_type_id)).toEqual(many.map((t) => t.node_type_id));
+      expect(sizes[0]).toBe(413);
+      expect(sizes.filter((s) => s === 200).length).toBeGreaterThan(1);
+      const bulk = Array.from({ length: 1001 }, (_, i) => ({ node_type_id: `bulk2.op${i}`, version: "1.0.0", kind: "atomic" as const }));
+      const plain = new RegistryClient(current.base);
+      try {
+        expect(await plain.publishMany(bulk)).toHaveLength(1001);
+        expect((await plain.listPage({ q: "bulk2.", limit: 1000 })).items).toHaveLength(1000);
+      } finally {
+        await plain.close();
+      }
+    } finally {
+      await client.close();
+      await small.app.close();
+    }
+  });
+
   it("falls back to one POST /v1/node-types per NodeType when the registry has no batch endpoint", async () => {
     const client = new RegistryClient(older.base);
     try {

@@ -29,6 +29,9 @@ export interface NodeTypeListQuery {
 /** Body of PUT /v1/executors/{executor_instance_id}: an executor announcing itself (same as ExecutorRegistration). */
 export type ExecutorRegistrationBody = ExecutorRegistration;
 
+/** The most NodeTypes one `POST /v1/node-types:batch` takes. */
+export const MAX_BATCH = 500;
+
 /** True for the answer of a registry that has no `POST /v1/node-types:batch` (one older than the endpoint). */
 export function isBatchUnsupported(err: unknown): boolean {
   return FabricError.is(err) && (err.statusCode === 405 || (err.statusCode === 404 && (err.code as string) === "route_not_found"));
@@ -48,17 +51,28 @@ export class RegistryClient {
   }
 
   /**
-   * Publishes up to 500 NodeType versions at once (`POST /v1/node-types:batch`, an extension): all or nothing, a refusal
-   * is the FabricError of the registry (400 whose `details.errors` point at `/node_types/<i>/…`, or 409 naming the
-   * conflicts). A registry without the batch endpoint (404 or 405) is sent one POST /v1/node-types per NodeType, in
-   * order, stopping at the first refusal. Answers the NodeTypes as stored.
+   * Publishes NodeType versions in batches (`POST /v1/node-types:batch`, an extension), each all or nothing: a refusal
+   * is the registry's FabricError (400 whose `details.errors` point at `/node_types/<i>/…`, or 409 naming the
+   * conflicts in `details.conflicts`). More than 500 are sent 500 at a time, and a batch the registry finds too large
+   * (413) is halved, so all or nothing holds for what fits in one request. A registry without the batch endpoint (404 or
+   * 405) is sent one POST /v1/node-types per NodeType, in order, stopping at the first refusal. Answers the NodeTypes as
+   * stored, in the order given.
    */
   async publishMany(nodeTypes: readonly NodeType[], options: { signal?: AbortSignal } = {}): Promise<NodeType[]> {
+    if (nodeTypes.length > MAX_BATCH) {
+      const out: NodeType[] = [];
+      for (let i = 0; i < nodeTypes.length; i += MAX_BATCH) out.push(...(await this.publishMany(nodeTypes.slice(i, i + MAX_BATCH), options)));
+      return out;
+    }
     if (nodeTypes.length === 0) return [];
     try {
       const res = await this.http.json<{ node_types: NodeType[] }>("POST", "/v1/node-types:batch", { node_types: nodeTypes }, { signal: options.signal });
       return res.node_types;
     } catch (err) {
+      if (FabricError.is(err) && err.statusCode === 413 && nodeTypes.length > 1) {
+        const half = Math.ceil(nodeTypes.length / 2);
+        return [...(await this.publishMany(nodeTypes.slice(0, half), options)), ...(await this.publishMany(nodeTypes.slice(half), options))];
+      }
       if (!isBatchUnsupported(err)) throw err;
     }
     const stored: NodeType[] = [];
