@@ -520,14 +520,19 @@ describe("security schemes", () => {
       expect(await run()).toMatchObject({ state: "failed", error: { code: "upstream_error", retryable: false, message: "the OAuth 2 token request to https://auth.petstore.test/oauth/token answered 200 without an access_token" } });
     });
 
-    it("a token URL that cannot be reached is a retryable upstream_error naming it", async () => {
+    it("a token URL that cannot be reached is a retryable upstream_unavailable naming its host and port", async () => {
       const err = await build([["petstore_auth"]], clientSecrets, {
         fetch: async () => {
           throw new TypeError("fetch failed", { cause: Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }) });
         },
       }).catch((e: unknown) => e);
       expect(HandlerError.is(err)).toBe(true);
-      expect(err).toMatchObject({ code: "upstream_error", retryable: true, message: "the OAuth 2 token request to https://auth.petstore.test/oauth/token failed: ECONNREFUSED", details: { reason: "network" } });
+      expect(err).toMatchObject({
+        code: "upstream_unavailable",
+        retryable: true,
+        message: "connection refused by auth.petstore.test:443 (ECONNREFUSED)",
+        details: { reason: "connection_refused", code: "ECONNREFUSED", host: "auth.petstore.test", port: 443 },
+      });
     });
 
     it("reads the client credentials for the token URL, and for the operation's URL the token goes to", async () => {

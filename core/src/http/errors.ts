@@ -42,6 +42,7 @@ export const FAILURE_CODES = [
   "invalid_outputs",
   "handler_error",
   "upstream_error",
+  "upstream_unavailable",
   "timeout",
   "canceled",
   "policy_denied",

@@ -4,6 +4,7 @@
  * not ask the authorisation server for a new token on every call.
  */
 import { createHash } from "node:crypto";
+import { upstreamUnavailableError } from "./network-failure.js";
 import { HandlerError } from "./handler-error.js";
 import { readResponseBytes } from "./response-body.js";
 import { retryAfterMs } from "./retry-after.js";
@@ -42,7 +43,8 @@ export function forgetOAuthTokens(): void {
 
 /**
  * An access token for `credentials`: the cached one while it is fresh, else a new one from the token endpoint. A
- * failure is a HandlerError `upstream_error` naming the token URL, retryable for a 5xx, 408, 429 or a network failure.
+ * failure is a HandlerError `upstream_error` naming the token URL, retryable for a 5xx, 408 or 429; a connection that
+ * fails is the retryable `upstream_unavailable`, as for any upstream.
  */
 export async function clientCredentialsToken(credentials: ClientCredentials): Promise<string> {
   // The secret is part of the key too (as a digest): a token is reused only by a caller that could have asked for it.
@@ -100,8 +102,11 @@ async function requestToken(credentials: ClientCredentials): Promise<{ token: st
     const ok = res.status >= 200 && res.status < 300;
     bytes = await readResponseBytes(res, ok ? MAX_TOKEN_ANSWER_BYTES : ERROR_BODY_BYTES, !ok);
   } catch (err) {
-    // A refusal of the egress policy says what to change; a cancel is the execution's own.
-    if ((HandlerError.is(err) && err.code !== "upstream_unavailable") || (err as Error)?.name === "AbortError") throw err;
+    // A refusal of the egress policy says what to change, a failure ctx.fetch already named stays named, and a cancel is
+    // the execution's own.
+    if (HandlerError.is(err) || (err as Error)?.name === "AbortError") throw err;
+    const unavailable = upstreamUnavailableError(err, tokenUrl);
+    if (unavailable) throw unavailable;
     const timedOut = (err as Error)?.name === "TimeoutError";
     const why = (err as { cause?: { code?: unknown } })?.cause?.code ?? (err as Error)?.message ?? String(err);
     throw new HandlerError("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} failed: ${timedOut ? "no answer in time" : String(why)}`, {
