@@ -522,14 +522,20 @@ describe("the Atomic Executor over HTTP", () => {
       expect(missing.body.error).toMatchObject({ code: "upstream_error", retryable: false, details: { status: 404 } });
     });
 
-    it("fails with handler_error when the upstream cannot be reached", async () => {
+    it("fails with a retryable upstream_unavailable naming host and port when the upstream cannot be reached", async () => {
       const closed = http.createServer();
       await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
       const port = (closed.address() as AddressInfo).port;
       await new Promise((resolve) => closed.close(resolve));
       const res = await execute(base, execBody("demo.upstream", { url: `http://127.0.0.1:${port}/` }));
       expect(res.body.state).toBe("failed");
-      expect(res.body.error.code).toBe("handler_error");
+      expect(res.body.error).toMatchObject({
+        code: "upstream_unavailable",
+        message: `connection refused by 127.0.0.1:${port} (ECONNREFUSED)`,
+        retryable: true,
+        details: { code: "ECONNREFUSED", host: "127.0.0.1", port },
+        cause: { code: "ECONNREFUSED" },
+      });
     });
   });
 

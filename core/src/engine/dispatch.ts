@@ -10,7 +10,7 @@ import { validatorFor } from "@nodefabric/schemas";
 import { FabricError, isMalformedSuccess } from "../http/errors.js";
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
-import { backoffMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
+import { retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import type { EngineCore } from "./engine-core.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
 
@@ -388,7 +388,8 @@ export class Dispatcher {
       this.core.finishNodeRun(batch, run, nr, "failed", undefined, error);
     } else {
       const next = nr.attempt + 1;
-      const delay = backoffMs(policy, next);
+      // An upstream's Retry-After (details.retry_after_ms) lengthens the wait, within max_interval_ms.
+      const delay = retryDelayMs(policy, next, error);
       nr.attempt = next;
       nr.available_at = clock.now() + delay;
       nr.lease_owner = null;

@@ -1,7 +1,7 @@
 /**
  * A node type's retry policy (`extensions["nodefabric.retry"]`) and timeout (`extensions["nodefabric.timeout_ms"]`).
  */
-import type { NodeType } from "@nodefabric/schemas";
+import type { FabricErrorBody, NodeType } from "@nodefabric/schemas";
 
 export interface RetryPolicy {
   max_attempts: number;
@@ -32,6 +32,23 @@ export function retryPolicyOf(nodeType: NodeType | undefined): RetryPolicy {
 export function backoffMs(policy: RetryPolicy, nextAttempt: number): number {
   const d = policy.initial_interval_ms * policy.backoff_coefficient ** Math.max(0, nextAttempt - 2);
   return Math.min(policy.max_interval_ms, Math.round(d));
+}
+
+/** How long a failure asked to wait before the next attempt (`details.retry_after_ms`, from an upstream's Retry-After). */
+function retryAfterOf(error: FabricErrorBody | undefined): number | undefined {
+  const asked = error?.details?.retry_after_ms;
+  return typeof asked === "number" && Number.isFinite(asked) && asked >= 0 ? asked : undefined;
+}
+
+/**
+ * Delay before attempt `nextAttempt` after `error`: the backoff, or longer when the failure asked for a wait
+ * (`details.retry_after_ms`), and never more than `max_interval_ms`.
+ */
+export function retryDelayMs(policy: RetryPolicy, nextAttempt: number, error?: FabricErrorBody): number {
+  const backoff = backoffMs(policy, nextAttempt);
+  const asked = retryAfterOf(error);
+  if (asked === undefined) return backoff;
+  return Math.min(Math.max(backoff, Math.ceil(asked)), policy.max_interval_ms);
 }
 
 /** The execution timeout a node type declares. */

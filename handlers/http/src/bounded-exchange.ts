@@ -3,7 +3,7 @@
  * allow-list before anything connects to it, redirects are refused unless enabled (and then each hop is checked again),
  * the body is read as a stream and abandoned past the size limit, and the whole exchange has a timeout.
  */
-import { HandlerError } from "@nodefabric/core/sdk";
+import { HandlerError, upstreamTimeoutError, upstreamUnavailableError } from "@nodefabric/core/sdk";
 import { hostAllowed } from "./http-config.js";
 
 /** A request as the handler built it; header names are lower case. */
@@ -95,15 +95,16 @@ async function readBody(res: Response, limit: number, url: URL, truncate: boolea
   return out;
 }
 
-/** The upstream_error of a failed exchange, or the original error when the execution itself was stopped. */
+/**
+ * The error of a failed exchange: `upstream_unavailable` (retryable) for a connection that failed or `timeout_ms`
+ * passing, with the host, port and the network error's code; the original error when the execution itself was stopped.
+ */
 function failure(err: unknown, url: URL, limits: EgressLimits, timeout: AbortSignal, execution: AbortSignal): unknown {
-  if (HandlerError.is(err) || execution.aborted) return err;
-  if (timeout.aborted) {
-    return new HandlerError("upstream_error", `${describeUrl(url)} did not answer within ${limits.timeoutMs} ms`, {
-      retryable: true,
-      details: { reason: "timeout", timeout_ms: limits.timeoutMs },
-    });
-  }
+  if (execution.aborted) return err;
+  if (timeout.aborted && !(HandlerError.is(err) && err.code !== "upstream_unavailable")) return upstreamTimeoutError(url, limits.timeoutMs, err);
+  if (HandlerError.is(err)) return err;
+  const unavailable = upstreamUnavailableError(err, url);
+  if (unavailable) return unavailable;
   const cause = (err as { cause?: { code?: unknown; message?: unknown } })?.cause;
   const why = typeof cause?.code === "string" ? cause.code : typeof cause?.message === "string" ? cause.message : (err as Error)?.message ?? String(err);
   return new HandlerError("upstream_error", `cannot reach ${describeUrl(url)}: ${why}`, { retryable: true, details: { reason: "network", error: why } });

@@ -20,7 +20,7 @@
  * refused unless the executor's `executor.egress` allows them), and a secret is handed out only for a host the
  * operator bound it to (`executor.secret_hosts`). A node type's `allowed_hosts` only narrows that.
  */
-import { defineAtomic, HandlerError, OPENAPI_EXTENSION, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
+import { defineAtomic, HandlerError, OPENAPI_EXTENSION, retryAfterMs, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
 import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";
@@ -203,12 +203,17 @@ function bodyOf(answer: UpstreamAnswer, name: string): JsonValue {
   }
 }
 
-/** The error of a non-2xx answer: retryable for 5xx and 429. */
+/**
+ * The error of a non-2xx answer: retryable for 5xx and 429. A retryable one's `Retry-After` becomes
+ * `details.retry_after_ms`, which the coordinator waits at least before the next attempt.
+ */
 function statusError(answer: UpstreamAnswer, name: string): HandlerError {
   const retryable = answer.status >= 500 || answer.status === 429;
   const details: Record<string, unknown> = { status: answer.status };
   if (answer.body.byteLength > 0) details.body = new TextDecoder().decode(answer.body);
   if (answer.headers["retry-after"]) details.retry_after = answer.headers["retry-after"];
+  const waitMs = retryable ? retryAfterMs(answer.headers["retry-after"]) : undefined;
+  if (waitMs !== undefined) details.retry_after_ms = waitMs;
   return new HandlerError("upstream_error", `the upstream of ${name} answered ${answer.status}`, { retryable, details });
 }
 

@@ -255,7 +255,7 @@ describe("http.request through an atomic executor and a registry", () => {
     const r503 = await publishAndExecute("t.status-503", http(503));
     expect(r503.body).toMatchObject({ state: "failed", error: { code: "upstream_error", retryable: true, details: { status: 503 } } });
     const r429 = await publishAndExecute("t.status-429", http(429));
-    expect(r429.body).toMatchObject({ state: "failed", error: { code: "upstream_error", retryable: true, details: { status: 429, retry_after: "3" } } });
+    expect(r429.body).toMatchObject({ state: "failed", error: { code: "upstream_error", retryable: true, details: { status: 429, retry_after: "3", retry_after_ms: 3000 } } });
     const r404 = await publishAndExecute("t.status-404", http(404));
     expect(r404.body).toMatchObject({ state: "failed", error: { code: "upstream_error", retryable: false, details: { status: 404 } } });
     expect(r404.body.error.details.body).toContain("as asked");
@@ -309,10 +309,10 @@ describe("http.request through an atomic executor and a registry", () => {
     expect(declared.body).toMatchObject({ state: "failed", error: { code: "response_too_large" } });
   });
 
-  it("gives up after timeout_ms with a retryable upstream_error", async () => {
+  it("gives up after timeout_ms with a retryable upstream_unavailable", async () => {
     const started = Date.now();
     const r = await publishAndExecute("t.slow", { base_url: weather.url, path: "/slow", timeout_ms: 200 });
-    expect(r.body).toMatchObject({ state: "failed", error: { code: "upstream_error", retryable: true, details: { reason: "timeout", timeout_ms: 200 } } });
+    expect(r.body).toMatchObject({ state: "failed", error: { code: "upstream_unavailable", retryable: true, details: { reason: "timeout", code: "ETIMEDOUT", timeout_ms: 200 }, cause: { code: "ETIMEDOUT" } } });
     expect(Date.now() - started).toBeLessThan(2_500);
   });
 

@@ -8,6 +8,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { clock } from "../../clock.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
 import { HandlerError } from "../../sdk/handler-error.js";
+import { networkFailureCause, upstreamUnavailableError, UPSTREAM_UNAVAILABLE, type NetworkTarget } from "../../sdk/network-failure.js";
 import type { AtomicContext, AtomicDefinition, HandlerLogger, HandlerSecrets } from "../../sdk/types.js";
 import { createHandlerEgress, createHandlerFetch, createHandlerRequest } from "./handler-fetch.js";
 import type { SecretBindings } from "./handler-secrets.js";
@@ -80,7 +81,17 @@ function jsonCopy(v: unknown): unknown {
   }
 }
 
-/** The `error` of a result for something a handler threw. */
+/** The host and port a HandlerError's details name, for the cause of a network failure that does not name them. */
+function targetInDetails(details: Record<string, unknown> | undefined): NetworkTarget | undefined {
+  if (typeof details?.host !== "string") return undefined;
+  return { host: details.host, port: typeof details.port === "number" ? details.port : undefined };
+}
+
+/**
+ * The `error` of a result for something a handler threw. A network failure it let escape (a refused connection, a
+ * name that does not resolve, a reset, a timeout, from its own fetch or undici call) is `upstream_unavailable`, as
+ * `ctx.fetch` would have rejected it; any other error that is not a HandlerError is `handler_error`.
+ */
 export function errorFromThrown(err: unknown): FabricErrorBody {
   if (HandlerError.is(err)) {
     const body: FabricErrorBody = { code: err.code, message: typeof err.message === "string" ? err.message : String(err.message) };
@@ -91,12 +102,18 @@ export function errorFromThrown(err: unknown): FabricErrorBody {
     if (typeof err.retryable === "boolean") body.retryable = err.retryable;
     const cause = (err as { cause?: unknown }).cause;
     if (cause !== undefined) {
-      const c = cause as { message?: unknown; code?: unknown };
-      body.cause = { message: typeof c?.message === "string" ? c.message : String(cause) };
-      if (typeof c?.code === "string" && c.code.length > 0) body.cause.code = c.code;
+      // A network failure under it keeps its code, host, port and syscall.
+      body.cause = networkFailureCause(cause, targetInDetails(body.details));
+      if (!body.cause) {
+        const c = cause as { message?: unknown; code?: unknown };
+        body.cause = { message: typeof c?.message === "string" ? c.message : String(cause) };
+        if (typeof c?.code === "string" && c.code.length > 0) body.cause.code = c.code;
+      }
     }
     return body;
   }
+  const upstream = upstreamUnavailableError(err);
+  if (upstream) return errorFromThrown(upstream);
   // Only the message crosses the wire: stacks and internals stay in the executor's log.
   const message = err instanceof Error ? err.message : typeof err === "string" ? err : `the handler threw ${describeValue(err)}`;
   return { code: "handler_error", message };
@@ -111,6 +128,25 @@ function handlerLogger(log: FastifyBaseLogger, request: AtomicExecuteRequest): (
       node_run_id: request.node_run_id,
       node_type_id: request.node_type_ref.node_type_id,
     }) as unknown as HandlerLogger);
+}
+
+/** One warn line per execution that failed because its upstream could not be reached, with the run's ids. */
+function logUpstreamFailure(log: FastifyBaseLogger, request: AtomicExecuteRequest, attempt: number, error: FabricErrorBody): void {
+  const details = error.details ?? {};
+  log.warn(
+    {
+      run_id: request.run_id,
+      node_run_id: request.node_run_id,
+      node_type_id: request.node_type_ref.node_type_id,
+      attempt,
+      error_code: error.code,
+      code: details.code ?? error.cause?.code,
+      host: details.host,
+      port: details.port,
+      ...(details.reason !== undefined ? { reason: details.reason } : {}),
+    },
+    `upstream unavailable: ${error.message}`,
+  );
 }
 
 /** Runs one atomic execution to its AtomicExecuteResult. */
@@ -228,7 +264,9 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
 
   if (outcome.kind === "threw") {
     if (!HandlerError.is(outcome.error)) options.log.debug({ err: outcome.error, node_run_id: request.node_run_id }, "handler threw");
-    return finish("failed", { error: errorFromThrown(outcome.error) });
+    const error = errorFromThrown(outcome.error);
+    if (error.code === UPSTREAM_UNAVAILABLE) logUpstreamFailure(options.log, request, attempt, error);
+    return finish("failed", { error });
   }
   const value = (outcome as { value: unknown }).value;
   if (!isPlainObject(value)) {

@@ -1,10 +1,15 @@
 /**
  * `ctx.fetch`: the global fetch, bound to one execution. Going through `globalThis.fetch` at call time keeps
  * its keep-alive pool, and lets nock intercept upstreams in a handler package's tests.
+ *
+ * `ctx.fetch`, `ctx.request` and `ctx.egress.fetch` reject a network failure (a connection refused, a name that does not
+ * resolve, a connection reset, a timeout) with the retryable HandlerError `upstream_unavailable` naming the host and
+ * port (see sdk/network-failure.ts); an abort because the execution was canceled or ran out of time stays what it is.
  */
 import { fetch as undiciFetch, request as undiciRequest, type Dispatcher, type RequestInit as UndiciRequestInit } from "undici";
 import { SERVICE_VERSION } from "../../version.js";
 import { HandlerError } from "../../sdk/handler-error.js";
+import { upstreamTimeoutError, upstreamUnavailableError } from "../../sdk/network-failure.js";
 import type { HandlerEgress, HandlerSecrets, UpstreamRequestOptions, UpstreamResponse } from "../../sdk/types.js";
 
 export type { HandlerEgress };
@@ -13,14 +18,49 @@ import type { SecretBindings } from "./handler-secrets.js";
 
 const USER_AGENT = `nodefabric/${SERVICE_VERSION}`;
 
+/** The URL a fetch goes to, when it can be read. */
+function targetOf(input: string | URL | Request): URL | undefined {
+  try {
+    return new URL(input instanceof Request ? input.url : String(input));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The per-request timeout of a fetch: a signal that fires after `timeoutMs` with the `upstream_unavailable` timeout
+ * as its reason, so the fetch, and a body still being read, reject with it. `clear` when the fetch failed anyway.
+ */
+function requestTimeout(input: string | URL | Request, timeoutMs: number): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(upstreamTimeoutError(targetOf(input) ?? {}, timeoutMs)), timeoutMs);
+  timer.unref?.();
+  return { signal: controller.signal, clear: () => clearTimeout(timer) };
+}
+
+/**
+ * What a failed upstream call rejects with: a network failure as `upstream_unavailable`; anything else, and every
+ * failure after one of `stops` fired (the execution's signal, the caller's own), as it is.
+ */
+function upstreamFailure(err: unknown, input: string | URL | Request, stops: ReadonlyArray<AbortSignal | null | undefined>): unknown {
+  if (HandlerError.is(err) || stops.some((s) => s?.aborted)) return err;
+  return upstreamUnavailableError(err, targetOf(input)) ?? err;
+}
+
 /** A fetch that aborts with the execution's signal, gives up after `timeoutMs`, and names NodeFabric as the user agent. */
 export function createHandlerFetch(signal: AbortSignal, timeoutMs: number): typeof globalThis.fetch {
-  return (input, init) => {
-    const signals = [signal, AbortSignal.timeout(timeoutMs)];
+  return async (input, init) => {
+    const timeout = requestTimeout(input, timeoutMs);
+    const signals = [signal, timeout.signal];
     if (init?.signal) signals.push(init.signal);
     const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
     if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
-    return globalThis.fetch(input, { ...init, headers, signal: AbortSignal.any(signals) });
+    try {
+      return await globalThis.fetch(input, { ...init, headers, signal: AbortSignal.any(signals) });
+    } catch (err) {
+      timeout.clear();
+      throw upstreamFailure(err, input, [signal, init?.signal]);
+    }
   };
 }
 
@@ -29,6 +69,9 @@ export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dis
   return async (url, options = {}) => {
     const headers: Record<string, string> = { ...options.headers };
     if (!Object.keys(headers).some((k) => k.toLowerCase() === "user-agent")) headers["user-agent"] = USER_AGENT;
+    const failed = (err: unknown): never => {
+      throw upstreamFailure(err, url, [signal]);
+    };
     const res = await undiciRequest(url, {
       method: (options.method ?? "GET") as Dispatcher.HttpMethod,
       headers,
@@ -37,16 +80,16 @@ export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dis
       dispatcher,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
-    });
+    }).catch(failed);
     return {
       statusCode: res.statusCode,
       headers: res.headers as Record<string, string | string[] | undefined>,
-      text: () => res.body.text(),
-      json: () => res.body.json(),
+      // The body can fail too: the other side closing midway, or going quiet past the body timeout.
+      text: () => res.body.text().catch(failed),
+      json: () => res.body.json().catch(failed),
     };
   };
 }
-
 
 /** Finds the EgressDeniedError in a failed fetch's cause chain. */
 function egressDenial(err: unknown): EgressDeniedError | undefined {
@@ -78,27 +121,21 @@ function deniedError(denied: EgressDeniedError, target: string): HandlerError {
 /** `ctx.egress` of one execution: `fetch` over the egress-checked `dispatcher`, and the secrets as their bindings allow. */
 export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: SecretBindings): HandlerEgress {
   const fetch: typeof globalThis.fetch = async (input, init) => {
-    const signals = [signal, AbortSignal.timeout(timeoutMs)];
+    if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
+    const target = String(input);
+    const timeout = requestTimeout(target, timeoutMs);
+    const signals = [signal, timeout.signal];
     if (init?.signal) signals.push(init.signal);
     const headers = new Headers(init?.headers);
     if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
-    if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
-    const target = String(input);
     try {
       // undici's own fetch: the dispatcher is honoured there, whatever version of undici Node bundles.
       return (await undiciFetch(target, { ...(init as UndiciRequestInit), headers: Object.fromEntries(headers), signal: AbortSignal.any(signals), dispatcher })) as unknown as Response;
     } catch (err) {
+      timeout.clear();
       const denied = egressDenial(err);
-      if (denied) {
-        let where = target;
-        try {
-          where = new URL(target).host;
-        } catch {
-          // keep the text
-        }
-        throw deniedError(denied, where);
-      }
-      throw err;
+      if (denied) throw deniedError(denied, targetOf(target)?.host ?? target);
+      throw upstreamFailure(err, target, [signal, init?.signal]);
     }
   };
   return {
