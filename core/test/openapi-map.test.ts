@@ -592,8 +592,18 @@ describe("$refs and broken documents", () => {
       // The schema converter mends most faults; one it passes on (dependentRequired needs a list) cannot compile.
       "/bad-schema": { get: { operationId: "badSchema", responses: { "200": { description: "x", content: { "application/json": { schema: { type: "object", dependentRequired: { id: "name" } } } } } } } },
       "/not-an-operation": { get: "nothing", post: { operationId: "fine", responses: ok } },
+      "/bad-component": {
+        get: { operationId: "badComponentOut", responses: { "200": { description: "x", content: { "application/json": { schema: { $ref: "#/components/schemas/Bad" } } } } } },
+        post: { operationId: "badComponentIn", requestBody: { content: { "application/json": { schema: { type: "array", items: { $ref: "#/components/schemas/Bad" } } } } }, responses: ok },
+      },
     },
-    { openapi: "3.1.0", components: { pathItems: { Shared: { get: { operationId: "shared", responses: ok } } } } },
+    {
+      openapi: "3.1.0",
+      components: {
+        pathItems: { Shared: { get: { operationId: "shared", responses: ok } } },
+        schemas: { Bad: { type: "object", properties: { a: { type: "string" } }, dependentRequired: { a: "b" } } },
+      },
+    },
   );
   const mapping = mapOpenApi(document, OPTIONS);
 
@@ -612,7 +622,10 @@ describe("$refs and broken documents", () => {
     expect(reasons["POST /bad-body"]).toBe("its request body cannot be read: the $ref #/components/requestBodies/Nope names nothing in the document");
     expect(reasons["GET /bad-schema"]).toMatch(/^its output schema does not compile: schema is invalid: .*dependentRequired/);
     expect(reasons["GET /not-an-operation"]).toBe("the operation is not an object");
-    expect(mapping.operations.length + mapping.leftOut.length).toBe(9);
+    // A shared definition that does not compile leaves out every operation that uses it, with the compile's own error.
+    expect(reasons["GET /bad-component"]).toMatch(/^its output schema does not compile: schema is invalid: data\/\$defs\/Bad\/dependentRequired\/a must be array/);
+    expect(reasons["POST /bad-component"]).toMatch(/^its input schema does not compile: schema is invalid: data\/\$defs\/Bad\/dependentRequired\/a must be array/);
+    expect(mapping.operations.length + mapping.leftOut.length).toBe(11);
   });
 
   it("lists what needs a file that could not be read, and accounts for every operation", async () => {

@@ -59,6 +59,9 @@ const STYLES_BY_LOCATION: Readonly<Record<OperationParameter["in"], ParameterSty
   cookie: ["form"],
 };
 
+/** Parts of schemas up to this long (serialised) are remembered by their text when checked. */
+const SMALL_PART_CHARS = 4096;
+
 /** Operations between two `onProgress` lines. */
 const PROGRESS_EVERY = 100;
 
@@ -137,7 +140,7 @@ export function mapOpenApi(document: OpenApiDocument, options: MapOpenApiOptions
   const include = lowerSet(options.include);
   const exclude = lowerSet(options.exclude);
   const matched = new Set<string>();
-  const ajv = createHandlerAjv();
+  const checker = new SchemaChecker();
   const operations: MappedOperation[] = [];
   const noteCounts = new Map<string, number>();
   let done = 0;
@@ -162,7 +165,7 @@ export function mapOpenApi(document: OpenApiDocument, options: MapOpenApiOptions
           variableSettings,
           location,
           nodeTypeVersion: options.nodeTypeVersion ?? "1.0.0",
-          ajv,
+          checker,
         });
       } catch (err) {
         result = { reason: `it could not be mapped: ${err instanceof Error ? err.message : String(err)}` };
@@ -385,7 +388,7 @@ interface MapContext {
   variableSettings: Map<string, string>;
   location: string | undefined;
   nodeTypeVersion: string;
-  ajv: ReturnType<typeof createHandlerAjv>;
+  checker: SchemaChecker;
 }
 
 function mapOperation(site: OperationSite, ctx: MapContext): MappedOperation | { reason: string } {
@@ -465,22 +468,70 @@ function mapOperation(site: OperationSite, ctx: MapContext): MappedOperation | {
     return { reason: `the runtime would refuse it: ${err instanceof Error ? err.message : String(err)}` };
   }
   for (const [which, schema] of [["input", inputSchema], ["output", answer.outputSchema]] as const) {
-    const problem = compileProblem(ctx.ajv, schema);
+    const problem = ctx.checker.problemOf(schema);
     if (problem) return { reason: `its ${which} schema does not compile: ${problem}` };
   }
   return { nodeType, descriptor, tags: site.tags, fileName: "", notes };
 }
 
-/** Why `schema` does not compile with the executor's validator, or undefined when it does. */
-function compileProblem(ajv: ReturnType<typeof createHandlerAjv>, schema: SchemaObject): string | undefined {
-  try {
-    compileHandlerSchema(ajv, schema);
-    return undefined;
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  } finally {
-    // The Ajv is shared by the whole mapping; it must not keep every schema it compiled.
-    ajv.removeSchema(schema);
+/**
+ * Tells whether schemas compile with the executor's validator (`compileHandlerSchema(createHandlerAjv(), schema)`),
+ * at a cost that does not grow with how often a definition is shared: converted schemas share their `$defs` entries
+ * (the same objects) across operations, so each entry is compiled once, on its own, with the names beside it standing
+ * in as `true`; then each schema's own top is compiled the same way. A compile error belongs to one schema object, so
+ * a schema whose parts all compile compiles. Any failure is confirmed by compiling the whole schema, whose error is
+ * the one reported.
+ */
+class SchemaChecker {
+  /** One Ajv for the whole mapping; it forgets each schema once compiled. */
+  private readonly ajv = createHandlerAjv();
+  /** Per definition object: the compile error, or null when it compiles. */
+  private readonly definitions = new WeakMap<object, string | null>();
+  /** Small parts whose `$ref`s resolve, by their text: the compile error, or null. */
+  private readonly smallParts = new Map<string, string | null>();
+
+  /** Why `schema` does not compile, or undefined when it does. */
+  problemOf(schema: SchemaObject): string | undefined {
+    const defs = isRecord(schema.$defs) ? schema.$defs : {};
+    const standIns = Object.fromEntries(Object.keys(defs).map((name) => [name, true]));
+    for (const def of Object.values(defs)) {
+      if (!isRecord(def)) continue;
+      let problem = this.definitions.get(def);
+      if (problem === undefined) {
+        problem = this.partProblem(def, standIns);
+        this.definitions.set(def, problem);
+      }
+      if (problem !== null) return this.compileError(schema);
+    }
+    const { $defs: _defs, ...top } = schema;
+    return this.partProblem(top, standIns) === null ? undefined : this.compileError(schema);
+  }
+
+  /**
+   * The compile error of one part (a definition or a top), with the definition names standing in as `true`; null
+   * when it compiles. Parts repeat as new objects (the same parameters on many paths, the converter's placeholders
+   * for trimmed definitions): the same text whose `$ref`s all resolve compiles the same way, so small parts are
+   * remembered by their text.
+   */
+  private partProblem(part: SchemaObject, standIns: Record<string, boolean>): string | null {
+    const text = JSON.stringify(part);
+    const small = text.length <= SMALL_PART_CHARS && [...text.matchAll(/"\$ref":"#\/\$defs\/([^"]*)"/g)].every((m) => m[1] in standIns);
+    const remembered = small ? this.smallParts.get(text) : undefined;
+    if (remembered !== undefined) return remembered;
+    const problem = this.compileError(Object.keys(standIns).length > 0 ? { ...part, $defs: standIns } : part) ?? null;
+    if (small) this.smallParts.set(text, problem);
+    return problem;
+  }
+
+  private compileError(schema: SchemaObject): string | undefined {
+    try {
+      compileHandlerSchema(this.ajv, schema);
+      return undefined;
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    } finally {
+      this.ajv.removeSchema(schema);
+    }
   }
 }
 
