@@ -743,6 +743,38 @@ describe("documents from loadOpenApi", () => {
     for (const o of mapping.operations) expect(validate(o.nodeType)).toBe(true);
   });
 
+  it("maps the real Swagger Petstore (OpenAPI 3.0) of the corpus", async () => {
+    const loaded = await loadOpenApi(path.join(corpus, "petstore-v3.yaml"));
+    const mapping = mapOpenApi(loaded.document, { prefix: "petstore", settingsPrefix: "PETSTORE", location: loaded.location });
+
+    expect(mapping.leftOut).toEqual([]);
+    expect(mapping.operations).toHaveLength(19);
+    expect(mapping.defaultBaseUrl).toBe("https://petstore3.swagger.io/api/v3");
+    // loginUser answers a JSON string: the outputs are { result }.
+    const login = op(mapping, "petstore.loginUser");
+    expect(login.descriptor.response).toEqual({ status: 200, outputs: "result", media_type: "application/json" });
+    expect(accepts(login.nodeType.output_schema, { result: "logged in user session: 1" })).toBe(true);
+    // uploadFile's optional octet-stream body is an optional base64 input, not dropped.
+    const upload = op(mapping, "petstore.uploadFile");
+    expect(upload.descriptor.body).toEqual({ input: "body", media_type: "application/octet-stream", encoding: "binary", required: false });
+    expect((upload.nodeType.input_schema as any).properties.body).toMatchObject({ type: "string", contentEncoding: "base64" });
+    expect(upload.nodeType.input_schema!.required).toEqual(["petId"]);
+    // JSON is chosen over XML and form bodies, with a note.
+    expect(op(mapping, "petstore.addPet").descriptor.body).toEqual({ input: "body", media_type: "application/json", encoding: "json", required: true });
+    expect(mapping.notes).toContain("request body: application/json chosen among application/json, application/xml, application/x-www-form-urlencoded (5 operations)");
+    // Security: an API key or OAuth 2 (implicit flow: a token given as a secret).
+    const getPet = op(mapping, "petstore.getPetById");
+    expect(getPet.descriptor.security).toEqual([["api_key"], ["petstore_auth"]]);
+    expect(getPet.descriptor.security_schemes).toEqual({
+      api_key: { type: "apiKey", in: "header", name: "api_key", secret: "PETSTORE_API_KEY" },
+      petstore_auth: { type: "oauth2", scopes: ["write:pets", "read:pets"], access_token_secret: "PETSTORE_AUTH_ACCESS_TOKEN" },
+    });
+    expect(mapping.secrets.map((s) => s.name).sort()).toEqual(["PETSTORE_API_KEY", "PETSTORE_AUTH_ACCESS_TOKEN"]);
+    // deletePet's api_key header parameter is an input like any other.
+    expect(op(mapping, "petstore.deletePet").descriptor.parameters.map((p) => `${p.in}:${p.input}`)).toEqual(["header:api_key", "path:petId"]);
+    expect(op(mapping, "petstore.deletePet").nodeType.constraints!.gates!.side_effect_class).toBe("irreversible");
+  });
+
   it("maps a converted Swagger 2.0 document: its notes, file uploads, OAuth 2 application flow and API key", async () => {
     const loaded = await loadOpenApi(path.join(fixtures, "kennel-swagger2.yaml"));
     const mapping = mapOpenApi(loaded.document, { prefix: "kennel", settingsPrefix: "KENNEL", location: loaded.location });
