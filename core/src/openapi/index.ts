@@ -3,7 +3,7 @@
  */
 export { loadOpenApi, OpenApiImportError } from "./load.js";
 export { mapOpenApi } from "./map.js";
-export { createSchemaConverter } from "./schema.js";
-export { translatePattern } from "./regex.js";
-export { sampleFor } from "./samples.js";
+export { createSchemaConverter, DEFAULT_MAX_SCHEMA_BYTES, type SchemaConverter, type SchemaConverterOptions, type SchemaDirection } from "./schema.js";
+export { translatePattern, type TranslatedPattern } from "./regex.js";
+export { sampleFor, type SampleOptions, type SampleResult } from "./samples.js";
 export type * from "./types.js";
