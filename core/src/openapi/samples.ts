@@ -299,6 +299,12 @@ function patternRegex(source: string): RegExp | undefined {
   }
 }
 
+/** Most values one generator makes before it gives up (each branch tried of a oneOf counts its whole subtree). */
+const GENERATOR_MAX_STEPS = 20_000;
+
+/** Most time one generator spends, in ms. */
+const GENERATOR_BUDGET_MS = 250;
+
 /** Makes one value for a root schema; `mode` and `useExamples` vary the candidates sampleFor tries. */
 class SampleGenerator {
   constructor(
@@ -308,8 +314,18 @@ class SampleGenerator {
     private readonly useExamples: boolean,
   ) {}
 
+  /** Values made so far, and when to give up: nested oneOf branches multiply, and a search must stay bounded. */
+  private steps = 0;
+  private readonly deadline = performance.now() + GENERATOR_BUDGET_MS;
+
   generate(): Made {
     return this.valueOf(this.root, 0, 0, 0);
+  }
+
+  /** True once this generator has spent its budget; every value asked for after that fails, and sampleFor moves on. */
+  private spent(): boolean {
+    this.steps++;
+    return this.steps > GENERATOR_MAX_STEPS || performance.now() > this.deadline;
   }
 
   /** The schema a local `$ref` of the root names. */
@@ -407,7 +423,7 @@ class SampleGenerator {
   /** A value for `schema`: `depth` counts nested values, `objects` nested objects, `variant` varies the choices. */
   private valueOf(schema: unknown, depth: number, objects: number, variant: number): Made {
     if (schema === true) return "example";
-    if (depth > MAX_DEPTH) return FAIL;
+    if (depth > MAX_DEPTH || this.spent()) return FAIL;
     const m = emptyMerged();
     this.merge(schema, m);
     return this.fromMerged(m, depth, objects, variant);
@@ -431,6 +447,7 @@ class SampleGenerator {
 
   /** True unless `holder`'s validator refuses `value` (a holder that does not compile is not in the way). */
   private check(holder: SchemaObject, value: unknown): boolean {
+    if (this.spent()) return false;
     const validate = subValidator(this.root, this.subs, holder);
     return validate === null || (validate(value) as boolean);
   }
