@@ -28,7 +28,7 @@ let linked: LinkedPackages;
 beforeAll(async () => {
   for (const entry of corpus) {
     const loaded = await loadOpenApi(path.join(fixtures, entry.file));
-    const name = `corpus-${entry.name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "")}`;
+    const name = `corpus-${entry.file.replace(/\.(json|yaml)$/, "").toLowerCase().replace(/[^a-z0-9]+/g, "-")}`;
     const rendered = renderPackage({ packageName: name, template: "http", openApi: { document: loaded.document, location: loaded.location } });
     made.push({ name, file: entry.file, operations: entry.operations, rendered });
   }

@@ -33,8 +33,13 @@ export function nodeTypePrefixOf(packageName: string): string {
     const stripped = prefix.replace(affix, "");
     if (stripped !== "") prefix = stripped;
   }
-  // Node type ids allow [A-Za-z0-9._:-] and must start with a letter or digit.
-  prefix = prefix.replace(/[^A-Za-z0-9._:-]+/g, "-").replace(/^[^A-Za-z0-9]+/, "");
+  // The prefix is the part of a node type id before its first dot: [A-Za-z0-9_:-], starting with a letter or digit,
+  // at most 64 characters.
+  prefix = prefix
+    .replace(/[^A-Za-z0-9_:-]+/g, "-")
+    .replace(/^[^A-Za-z0-9]+/, "")
+    .slice(0, 64)
+    .replace(/[^A-Za-z0-9]+$/, "");
   return prefix === "" ? "handler" : prefix;
 }
 

@@ -47,7 +47,9 @@ describe("package names", () => {
     // Nothing would be left: the name stays.
     expect(nodeTypePrefixOf("fabric-handler")).toBe("handler");
     expect(nodeTypePrefixOf("create-fabric-handler")).toBe("create-fabric");
-    expect(nodeTypePrefixOf("my.api_v2")).toBe("my.api_v2");
+    // The prefix is the part of an id before its first dot, so a dot becomes a dash; it is cut at 64 characters.
+    expect(nodeTypePrefixOf("my.api_v2")).toBe("my-api_v2");
+    expect(nodeTypePrefixOf("api-specification-for-the-decentraland-catalyst-server-beta-and-more-words")).toBe("api-specification-for-the-decentraland-catalyst-server-beta-and");
   });
 
   it("names the base URL setting after the prefix, as a valid environment variable", () => {
