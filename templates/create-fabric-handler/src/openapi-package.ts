@@ -42,11 +42,13 @@ export interface TestedExchange {
   /** `METHOD /path`, for the test's name. */
   operation: string;
   inputs: Record<string, unknown>;
+  /** The base URL the operation calls by default (its own server, when it names one). */
+  base: string;
   /** Secrets the run is given: the first security alternative the operation accepts, with made-up values. */
   secrets: Record<string, string>;
   request: {
     method: string;
-    /** The exact path (with the base URL's path), or a regular expression source when a value's encoding is not simple. */
+    /** The exact path (after the base URL's path), or a regular expression source when a value's encoding is not simple. */
     path: string | { pattern: string };
     /** The exact query, or true when any query is accepted (a style the test does not spell out). */
     query: Record<string, string | string[]> | true;
@@ -97,7 +99,7 @@ export function openApiPackage(document: OpenApiDocument, options: OpenApiPackag
   const testBase = mapping.defaultBaseUrl !== "" ? mapping.defaultBaseUrl : TEST_BASE_URL;
   const exchanges: Exchange[] = [];
   mapping.operations.forEach((operation, i) => {
-    exchanges.push(exchangeFor(operation, testBase));
+    exchanges.push(exchangeFor(operation, mapping.defaultBaseUrl === "" ? TEST_BASE_URL : (serverUrlOf(operation.descriptor) ?? testBase)));
     if ((i + 1) % 200 === 0) options.onProgress?.(`made test samples for ${i + 1} of ${mapping.operations.length} operations`);
   });
   const first = firstToTry(mapping, exchanges);
@@ -181,7 +183,7 @@ function exchangeFor(operation: MappedOperation, testBase: string): Exchange {
   }
   const secrets = secretsFor(op);
   if (secrets === undefined) return untested("its security schemes need credentials the test cannot make up (mutual TLS)");
-  const request = expectedRequest(op, inputs, secrets, testBase);
+  const request = expectedRequest(op, inputs, secrets);
   if (typeof request === "string") return untested(request);
   const isText = op.response.outputs === "result" && op.response.media_type !== undefined && /^text\//i.test(op.response.media_type);
   const reply: TestedExchange["reply"] =
@@ -192,7 +194,7 @@ function exchangeFor(operation: MappedOperation, testBase: string): Exchange {
           body: isText ? String(responseBody) : JSON.stringify(responseBody),
           headers: { "content-type": isText ? (op.response.media_type as string) : jsonMediaTypeOf(op.response.media_type) },
         };
-  return { node_type_id: id, operation: title, inputs, secrets, request, reply, outputs };
+  return { node_type_id: id, operation: title, inputs, base: testBase, secrets, request, reply, outputs };
 }
 
 function jsonMediaTypeOf(mediaType: string | undefined): string {
@@ -206,6 +208,12 @@ function answerSchemaOf(nodeType: NodeType, op: HttpOperationDescriptor): Schema
   const result = (output.properties as Record<string, SchemaObject> | undefined)?.result ?? {};
   // Keep the shared definitions the wrapped schema points into.
   return output.$defs === undefined ? result : { ...result, $defs: output.$defs };
+}
+
+/** The operation's own server URL with its variables at their defaults, when it is absolute. */
+function serverUrlOf(op: HttpOperationDescriptor): string | undefined {
+  const url = op.server.url.replace(/\{([^}]+)\}/g, (whole, name: string) => op.server.variables?.[name]?.default ?? whole);
+  return /^https?:\/\/[^/{}]+/i.test(url) && !url.includes("{") ? url.replace(/\/+$/, "") : undefined;
 }
 
 /** Made-up values for the secrets of the first security alternative a test can satisfy; undefined when none can be. */
@@ -253,9 +261,7 @@ function escapeRegExp(text: string): string {
  * (simple path and header values, exploded form queries, JSON and flat form bodies); other styles are matched loosely
  * here and exactly by the SDK's own tests. A string is a reason the operation cannot be replayed.
  */
-function expectedRequest(op: HttpOperationDescriptor, inputs: Record<string, unknown>, secrets: Record<string, string>, testBase: string): TestedExchange["request"] | string {
-  const base = new URL(`${testBase.replace(/\/+$/, "")}/`);
-  const basePath = base.pathname.replace(/\/+$/, "");
+function expectedRequest(op: HttpOperationDescriptor, inputs: Record<string, unknown>, secrets: Record<string, string>): TestedExchange["request"] | string {
   let exactPath = true;
   let path = op.path;
   let pattern = escapeRegExp(op.path);
@@ -324,7 +330,7 @@ function expectedRequest(op: HttpOperationDescriptor, inputs: Record<string, unk
   }
   return {
     method: op.method,
-    path: exactPath ? basePath + path : { pattern: `^${escapeRegExp(basePath)}${pattern}$` },
+    path: exactPath ? path : { pattern: `${pattern}$` },
     query: exactQuery ? query : true,
     headers,
     header_patterns: headerPatterns,
@@ -398,6 +404,7 @@ interface Exchange {
   operation: string;
   untested?: string;
   inputs: Record<string, unknown>;
+  base: string;
   secrets: Record<string, string>;
   request: {
     method: string;
@@ -439,25 +446,29 @@ function bodyMatches(expected: NonNullable<Exchange["request"]["body"]>, actual:
     }
     return isDeepStrictEqual(value, expected.json);
   }
+  // nock hands a form body over already parsed; a string is parsed here. A field sent once is one value either way.
+  const one = (form: Record<string, unknown>) => Object.fromEntries(Object.entries(form).map(([k, v]) => [k, Array.isArray(v) && v.length === 1 ? v[0] : v]));
+  if (typeof actual === "object" && actual !== null) return isDeepStrictEqual(one({ ...actual }), one(expected.form));
   const form: Record<string, string | string[]> = {};
   for (const [key, value] of new URLSearchParams(typeof actual === "string" ? actual : "")) {
     const prior = form[key];
     form[key] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
   }
-  return isDeepStrictEqual(form, expected.form);
+  return isDeepStrictEqual(one(form), one(expected.form));
 }
 
-/** Mocks the request an exchange expects, answering its reply. */
-function mockUpstream(e: Exchange, base = BASE_URL): nock.Scope {
-  const origin = new URL(base).origin;
-  const basePath = new URL(base).pathname.replace(/\\/+$/, "");
-  const path = typeof e.request.path === "string" ? e.request.path : new RegExp(e.request.path.pattern);
-  const rebased = typeof path === "string" && base !== BASE_URL ? basePath + path.slice(new URL(BASE_URL).pathname.replace(/\\/+$/, "").length) : path;
-  let scope = nock(origin);
+/** Mocks the request an exchange expects, at \`base\` (the operation's own by default), answering its reply. */
+function mockUpstream(e: Exchange, base = e.base): nock.Scope {
+  const url = new URL(base);
+  const prefix = url.pathname.replace(/\\/+$/, "");
+  const pattern = typeof e.request.path === "string" ? undefined : new RegExp("^" + e.request.path.pattern);
+  // A path whose values are not simple is matched by its shape, under the base URL's path.
+  const path = pattern === undefined ? prefix + e.request.path : (uri: string) => uri.split("?")[0].startsWith(prefix) && pattern.test(uri.split("?")[0].slice(prefix.length));
+  let scope = nock(url.origin);
   for (const [name, value] of Object.entries(e.request.headers)) scope = scope.matchHeader(name, value);
   for (const [name, pattern] of Object.entries(e.request.header_patterns)) scope = scope.matchHeader(name, new RegExp(pattern));
   const body = e.request.body;
-  const interceptor = body === undefined ? scope.intercept(rebased, e.request.method) : scope.intercept(rebased, e.request.method, (actual: unknown) => bodyMatches(body, actual));
+  const interceptor = body === undefined ? scope.intercept(path, e.request.method) : scope.intercept(path, e.request.method, (actual: unknown) => bodyMatches(body, actual));
   return interceptor.query(e.request.query).reply(e.reply.status, e.reply.body, e.reply.headers);
 }
 
