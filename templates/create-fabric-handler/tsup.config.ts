@@ -1,11 +1,14 @@
 import { defineConfig } from "tsup";
 
+// The OpenAPI importer of @nodefabric/core is bundled in, so `npm create fabric-handler` installs no fabric (no SQLite
+// build): only the importer's own dependencies, listed in package.json.
 export default defineConfig({
   entry: { index: "src/index.ts", cli: "src/cli.ts" },
   format: ["esm"],
   target: "node20",
   platform: "node",
-  dts: { entry: { index: "src/index.ts" } },
+  noExternal: [/^@nodefabric\//],
+  dts: { entry: { index: "src/index.ts" }, resolve: [/^@nodefabric\//] },
   sourcemap: true,
   clean: true,
 });
