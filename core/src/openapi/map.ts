@@ -732,6 +732,9 @@ function requestBodyOf(operation: Record<string, unknown>, ctx: MapContext, note
     case "multipart": {
       const prepared = chosen.encoding === "multipart" ? withBase64Files(mediaObject.schema, ctx, spec) : mediaObject.schema;
       schema = { ...defs.take(ctx.convert(prepared ?? { type: "object" }, "request", notes), notes) };
+      if (Object.keys(schema).every((k) => k === "description" || k === "title")) schema.type = "object";
+      // Form fields and multipart parts are named by an object's properties; any other shape cannot be sent as one.
+      if (!describesOnlyObjects(schema)) return { reason: `its ${chosen.key} body is not described as an object of named fields, so it cannot be sent as ${chosen.encoding === "form" ? "a form" : "named parts"}` };
       if (spec.binary_fields?.length) notes.push(`request body: the file fields ${spec.binary_fields.join(", ")} are given as base64`);
       const encoding = encodingProperties(mediaObject.encoding, chosen.encoding);
       if (encoding) spec.properties = encoding;
@@ -842,7 +845,11 @@ function responseOf(operation: Record<string, unknown>, ctx: MapContext, notes: 
     if ("error" in followed) notes.push(`the ${code} answer cannot be read: ${followed.error}`);
     return { code, content: isRecord(response.content) ? response.content : {} };
   });
+  // 204 and 205 answers carry no body (RFC 9110), whatever content a document gives them.
+  const noBody = (code: string) => code === "204" || code === "205";
+  for (const { code, content } of contents) if (noBody(code) && Object.keys(content).length > 0) notes.push(`its ${code} answer is described with content, but a ${code} carries no body; it is read as no content`);
   for (const { code, content } of contents) {
+    if (noBody(code)) continue;
     const keys = Object.keys(content);
     const key = keys.find((k) => k.split(";")[0].trim().toLowerCase() === "application/json") ?? keys.find(isJsonMediaType) ?? keys.find((k) => k.split(";")[0].trim() === "*/*");
     if (key === undefined) continue;
@@ -858,11 +865,12 @@ function responseOf(operation: Record<string, unknown>, ctx: MapContext, notes: 
     return { response: { status, outputs: "result", media_type: key }, outputSchema };
   }
   for (const { code, content } of contents) {
+    if (noBody(code)) continue;
     const key = Object.keys(content).find(isTextMediaType);
     if (key === undefined) continue;
     return { response: { status: statusOf(code), outputs: "result", media_type: key }, outputSchema: { type: "object", properties: { result: { type: "string" } }, required: ["result"], additionalProperties: false } };
   }
-  const other = contents.flatMap(({ content }) => Object.keys(content));
+  const other = contents.filter(({ code }) => !noBody(code)).flatMap(({ content }) => Object.keys(content));
   if (other.length > 0) notes.push(`its answer (${[...new Set(other)].join(", ")}) is neither JSON nor text; the outputs are {}`);
   return { response: { status: candidates.length > 0 ? statusOf(candidates[0]) : 200, outputs: "none" }, outputSchema: { type: "object" } };
 }
