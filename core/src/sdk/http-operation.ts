@@ -230,9 +230,13 @@ function checkHeaderValue(value: string, what: string, field: string): string {
 export async function buildOperationRequest(op: HttpOperationDescriptor, inputs: JsonObject, options: OperationRequestOptions): Promise<OperationRequest> {
   const base = resolveBaseUrl(op, options);
   const url = new URL(base.href);
-  url.pathname = base.pathname.replace(/\/+$/, "") + fillPath(op, inputs);
+  // A query written into the document's path (`/users/{id}/expire?tempPassword=true`) is sent as written, first.
+  const filled = fillPath(op, inputs);
+  const mark = filled.indexOf("?");
+  url.pathname = base.pathname.replace(/\/+$/, "") + (mark >= 0 ? filled.slice(0, mark) : filled);
 
   const query: string[] = base.search.length > 1 ? [base.search.slice(1)] : [];
+  if (mark >= 0 && mark < filled.length - 1) query.push(filled.slice(mark + 1));
   const headers: Record<string, string> = {};
   const cookies: string[] = [];
   for (const p of op.parameters) {

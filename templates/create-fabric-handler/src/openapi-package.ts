@@ -171,6 +171,16 @@ function exchangeFor(operation: MappedOperation, testBase: string): Exchange {
   if ("error" in inputSample) return untested(`no valid sample inputs could be made: ${inputSample.error}`);
   const inputs = inputSample.value as Record<string, unknown>;
   if (typeof inputs !== "object" || inputs === null || Array.isArray(inputs)) return untested("the sample inputs are not an object");
+  // A document's example for a header or cookie may hold what no header can (a line break): make one that fits instead.
+  const properties = ((nodeType.input_schema as SchemaObject).properties ?? {}) as Record<string, SchemaObject>;
+  for (const p of op.parameters) {
+    const value = inputs[p.input];
+    if ((p.in !== "header" && p.in !== "cookie") || typeof value !== "string" || /^[\t\x20-\x7e\x80-\xff]*$/.test(value)) continue;
+    const { examples: _examples, default: _default, ...plain } = properties[p.input] ?? {};
+    const other = sampleFor({ ...plain, ...((nodeType.input_schema as SchemaObject).$defs ? { $defs: (nodeType.input_schema as SchemaObject).$defs } : {}) }, { seed });
+    if ("error" in other || typeof other.value !== "string" || !/^[\t\x20-\x7e\x80-\xff]*$/.test(other.value)) return untested(`no value for the ${p.in} parameter ${p.name} could be made that a header can carry`);
+    inputs[p.input] = other.value;
+  }
 
   let responseBody: unknown;
   let outputs: Record<string, unknown> = {};
@@ -263,9 +273,12 @@ function escapeRegExp(text: string): string {
  */
 function expectedRequest(op: HttpOperationDescriptor, inputs: Record<string, unknown>, secrets: Record<string, string>): TestedExchange["request"] | string {
   let exactPath = true;
-  let path = op.path;
-  let pattern = escapeRegExp(op.path);
+  // A query written into the document's path is sent as it is, before the parameters.
+  const [pathPart, fixedQuery] = op.path.split("?", 2) as [string, string | undefined];
+  let path = pathPart;
+  let pattern = escapeRegExp(pathPart);
   const query: Record<string, string | string[]> = {};
+  for (const [name, value] of new URLSearchParams(fixedQuery ?? "")) addQuery(query, name, value);
   let exactQuery = true;
   const headers: Record<string, string> = {};
   const headerPatterns: Record<string, string> = {};
