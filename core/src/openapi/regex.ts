@@ -354,6 +354,7 @@ class PatternTranslator {
       this.changes.push("(?#…) comments are removed");
       return;
     }
+    if (/^\(\?(?:R|[+-]?\d+|&\w+|P>\w+)\)/.test(rest)) throw new Untranslatable("recursion and subroutine calls have no ECMAScript equivalent");
     const flagGroup = /^\(\?([A-Za-z]*)(?:-([A-Za-z]*))?([:)])/.exec(rest);
     if (flagGroup && (flagGroup[1] !== "" || (flagGroup[2] ?? "") !== "")) {
       const flags = { ...this.flags };
