@@ -1,32 +1,35 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { command, packWorkspace, repo, type PackedWorkspace } from "./packed-workspace.js";
-import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { startLocalRegistry, repo, type LocalRegistry } from "./local-registry.js";
+import { sh, shBackground, type BackgroundCommand } from "./shell.js";
+import { freePortBase } from "./fabric-cli.js";
+import { readmeCommand } from "../readme-blocks.js";
 import { call, eventually } from "../run-client.js";
+import { localBetterSqlitePrebuild, nodeHasSqlite } from "./sqlite-prebuild.js";
 
-// What a handler author does, start to finish, outside this repository: scaffold a package with the published
-// scaffolder, install it against the published @nodefabric/core, test it, build it, pack it, install the tarball next
-// to an executor, and run its node through the gateway, with the upstream API served by a local HTTP server.
-// Every command of the README's "Write a handler in five minutes" is one of these.
+// The release, as a user meets it. Every public package of this repository is published, by the release script, to
+// a real npm registry (Verdaccio on loopback, with its own storage). Then, with npm pointed at that registry and
+// nothing else from this repository, the README's "Use NodeFabric" commands run as written, in empty folders outside
+// the repository: scaffold with `npm create fabric-handler@latest`, install, test, build and publish the handler
+// package, install it next to `@nodefabric/core` in another folder, start `fabric dev` there and run the node type.
+// The upstream API the handlers call is a local HTTP server.
 
 interface Upstream {
   url: string;
-  seen: Array<{ method: string; url: string; body: string }>;
+  seen: Array<{ method: string; url: string }>;
   close(): Promise<void>;
 }
 
-/** A local stand-in for the upstream API a generated handler calls. */
-async function startUpstream(answer: (req: IncomingMessage, body: string) => { status: number; body?: unknown }): Promise<Upstream> {
+async function startUpstream(answer: (req: IncomingMessage) => { status: number; body?: unknown }): Promise<Upstream> {
   const seen: Upstream["seen"] = [];
   const server: Server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.resume();
     req.on("end", () => {
-      seen.push({ method: req.method ?? "", url: req.url ?? "", body });
-      const a = answer(req, body);
+      seen.push({ method: req.method ?? "", url: req.url ?? "" });
+      const a = answer(req);
       res.writeHead(a.status, a.body === undefined ? {} : { "content-type": "application/json" });
       res.end(a.body === undefined ? undefined : JSON.stringify(a.body));
     });
@@ -35,16 +38,33 @@ async function startUpstream(answer: (req: IncomingMessage, body: string) => { s
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, seen, close: () => new Promise((r) => server.close(() => r())) };
 }
 
+const README_NAME = "my-api";
+
+/** The README's commands, for the package `name` scaffolded with `scaffold` instead of `my-api --template atomic`. */
+function commandsFor(name: string, scaffold: string) {
+  const swap = (c: string) => c.replaceAll(README_NAME, name);
+  return {
+    create: swap(readmeCommand(`npm create fabric-handler@latest ${README_NAME} -- --template atomic`)).replace("--template atomic", scaffold),
+    build: swap(readmeCommand(`cd ${README_NAME} && npm install && npm test && npm run build && npm publish`)),
+    // On Node 20, which has no node:sqlite, the README has the fabric install better-sqlite3 too.
+    install: swap(
+      nodeHasSqlite()
+        ? readmeCommand(`npm install @nodefabric/core ${README_NAME}`)
+        : readmeCommand(`npm install @nodefabric/core better-sqlite3 ${README_NAME}`),
+    ),
+    dev: readmeCommand("npx fabric dev --discover ."),
+  };
+}
+
 interface Journey {
   name: string;
-  scaffoldArgs: string[];
-  /** The executor secret that points the generated handlers at the upstream. */
+  scaffold: string;
   baseUrlSetting: string;
   upstreamPath: string;
-  answer: (req: IncomingMessage, body: string) => { status: number; body?: unknown };
-  run: { node_type_id: string; input: Record<string, unknown> };
+  answer: (req: IncomingMessage) => { status: number; body?: unknown };
+  /** The `npx fabric run …` line; the README's own for my-api. */
+  run: string;
   expectOutputs: Record<string, unknown>;
-  /** The node types the executor must register. */
   nodeTypes: string[];
 }
 
@@ -56,130 +76,137 @@ const weatherAnswer = (req: IncomingMessage) => {
 
 const JOURNEYS: Journey[] = [
   {
-    name: "fabric-weather",
-    scaffoldArgs: ["--template", "atomic"],
-    baseUrlSetting: "WEATHER_BASE_URL",
+    name: README_NAME,
+    scaffold: "--template atomic",
+    baseUrlSetting: "MY_API_BASE_URL",
     upstreamPath: "/v1",
     answer: weatherAnswer,
-    run: { node_type_id: "weather.current-weather", input: { city: "Oslo" } },
+    run: readmeCommand(`npx fabric run ${README_NAME}.current-weather --input '{"city":"Oslo"}'`),
     expectOutputs: { city: "Oslo", temperature_c: 11, observed_at: READING.observed_at },
-    nodeTypes: ["weather.current-weather"],
+    nodeTypes: [`${README_NAME}.current-weather`],
   },
   {
-    name: "fabric-trips",
-    scaffoldArgs: ["--template", "composite"],
-    baseUrlSetting: "TRIPS_BASE_URL",
+    name: "my-trips",
+    scaffold: "--template composite",
+    baseUrlSetting: "MY_TRIPS_BASE_URL",
     upstreamPath: "/v1",
     answer: weatherAnswer,
-    run: { node_type_id: "trips.warmest-city", input: { cities: ["Oslo", "Lisbon"] } },
+    run: `npx fabric run my-trips.warmest-city --input '{"cities":["Oslo","Lisbon"]}'`,
     expectOutputs: { city: "Lisbon", temperature_c: 24 },
-    nodeTypes: ["trips.warmest-city", "trips.current-weather"],
+    nodeTypes: ["my-trips.warmest-city", "my-trips.current-weather"],
   },
   {
-    name: "fabric-items",
-    scaffoldArgs: ["--template", "http"],
-    baseUrlSetting: "ITEMS_BASE_URL",
+    name: "my-items",
+    scaffold: "--template http",
+    baseUrlSetting: "MY_ITEMS_BASE_URL",
     upstreamPath: "/api",
     answer: (req) => (req.url?.startsWith("/api/items/item-42") ? { status: 200, body: { id: "item-42", name: "Blue mug", price: 12.5 } } : { status: 404, body: { error: "no such item" } }),
-    run: { node_type_id: "items.getItem", input: { itemId: "item-42" } },
+    run: `npx fabric run my-items.getItem --input '{"itemId":"item-42"}'`,
     expectOutputs: { id: "item-42", name: "Blue mug", price: 12.5 },
-    nodeTypes: ["items.getItem"],
+    nodeTypes: ["my-items.getItem"],
   },
   {
-    name: "petshop",
-    scaffoldArgs: ["--from-openapi", path.join(repo, "templates/create-fabric-handler/test/fixtures/petstore.yaml")],
-    baseUrlSetting: "PETSHOP_BASE_URL",
+    name: "my-petshop",
+    scaffold: `--from-openapi ${path.join(repo, "templates/create-fabric-handler/test/fixtures/petstore.yaml")}`,
+    baseUrlSetting: "MY_PETSHOP_BASE_URL",
     upstreamPath: "/v2",
     answer: (req) => (req.method === "GET" && req.url === "/v2/pets/7" ? { status: 200, body: { id: 7, name: "Biscuit", species: "dog" } } : { status: 404, body: { title: "not found" } }),
-    run: { node_type_id: "petshop.getPet", input: { petId: 7 } },
+    run: `npx fabric run my-petshop.getPet --input '{"petId":7}'`,
     expectOutputs: { id: 7, name: "Biscuit", species: "dog" },
-    nodeTypes: ["petshop.listPets", "petshop.createPet", "petshop.getPet", "petshop.deletePet"],
+    nodeTypes: ["my-petshop.listPets", "my-petshop.createPet", "my-petshop.getPet", "my-petshop.deletePet"],
   },
 ];
 
-describe("a handler package, from npm create to a run through the gateway", () => {
+describe("the release: published to a registry, then the README's commands from empty folders", () => {
   let work: string;
-  let packed: PackedWorkspace;
-  const fabrics: FabricProcess[] = [];
+  let registry: LocalRegistry;
+  /** The user's environment: npm knows only the local registry. */
+  let env: NodeJS.ProcessEnv;
+  const background: BackgroundCommand[] = [];
   const upstreams: Upstream[] = [];
 
   beforeAll(async () => {
-    work = mkdtempSync(path.join(os.tmpdir(), "nf-handler-pkgs-"));
-    packed = await packWorkspace(work);
-  }, 120_000);
+    work = mkdtempSync(path.join(os.tmpdir(), "nf-release-"));
+    registry = await startLocalRegistry(path.join(work, "registry"));
+    env = { ...registry.env, ...(await localBetterSqlitePrebuild(path.join(work, "prebuilds"))) };
+    // The release flow, as a maintainer runs it (built and tested already by `npm test`).
+    const released = await sh(`node scripts/release.mjs --publish --registry ${registry.url} --skip-build --skip-tests`, { cwd: repo, env: registry.env, timeoutMs: 300_000 });
+    expect(released.output).toMatch(/create-fabric-handler/);
+  }, 400_000);
+
   afterAll(async () => {
-    await Promise.all(fabrics.map((f) => f.stop()));
+    await Promise.all(background.map((b) => b.stop()));
     await Promise.all(upstreams.map((u) => u.close()));
-    rmSync(work, { recursive: true, force: true });
+    await registry?.stop();
+    if (work) rmSync(work, { recursive: true, force: true });
   });
 
+  it("publishes every public package at one version, each installable by name", async () => {
+    const pkgs = ["@nodefabric/schemas", "@nodefabric/sdk", "@nodefabric/core", "@nodefabric/handler-demo", "@nodefabric/handler-examples", "@nodefabric/handler-http", "create-fabric-handler"];
+    const version = JSON.parse(readFileSync(path.join(repo, "core/package.json"), "utf8")).version as string;
+    for (const name of pkgs) {
+      const res = await fetch(`${registry.url}/${name.replace("/", "%2f")}`);
+      expect(res.status, name).toBe(200);
+      const doc = (await res.json()) as { "dist-tags": Record<string, string> };
+      expect(doc["dist-tags"].latest, name).toBe(version);
+    }
+  });
+
+  it("`npx @nodefabric/core dev` starts a fabric in an empty folder", async () => {
+    const dir = path.join(work, "npx-dev");
+    mkdirSync(dir);
+    const line = nodeHasSqlite() ? readmeCommand("npx @nodefabric/core dev") : readmeCommand("npx -p @nodefabric/core -p better-sqlite3 fabric dev");
+    const base = await freePortBase();
+    const fabric = await shBackground(line, { cwd: dir, env: { ...env, FABRIC_PORT_BASE: String(base), npm_config_yes: "true" }, timeoutMs: 400_000 });
+    background.push(fabric);
+    const health = await call("GET", `${fabric.urls["run-gateway"]}/v1/health`);
+    expect(health.status).toBe(200);
+    await fabric.stop();
+  }, 500_000);
+
   for (const j of JOURNEYS) {
-    it(`${j.scaffoldArgs.join(" ")}: scaffolds, installs, tests, builds, packs, and runs ${j.run.node_type_id} in a fabric`, async () => {
-      const npm = (args: string[], cwd: string) => command("npm", args, { cwd, env: packed.env, timeoutMs: 300_000 });
+    it(`${j.scaffold.split(" ").slice(0, 1).join(" ")} ${j.name}: npm create, install, test, build, publish; then install by name, fabric dev, fabric run`, async () => {
+      const cmds = commandsFor(j.name, j.scaffold);
+      const author = path.join(work, `${j.name}-author`);
+      const operator = path.join(work, `${j.name}-operator`);
+      mkdirSync(author);
+      mkdirSync(operator);
 
-      // npm create fabric-handler <name> -- …, with the scaffolder and @nodefabric/core as published tarballs.
-      const created = await npm(
-        ["exec", "--yes", `--package=${packed.specs["create-fabric-handler"]}`, "--", "create-fabric-handler", j.name, ...j.scaffoldArgs, "--yes", "--core", packed.specs["@nodefabric/core"], "--schemas", packed.specs["@nodefabric/schemas"]],
-        work,
-      );
-      const pkgDir = path.join(work, j.name);
+      const created = await sh(cmds.create, { cwd: author, env: { ...env, npm_config_yes: "true" } });
       expect(created.output).toContain("npm install");
-      const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
+      const manifest = JSON.parse(readFileSync(path.join(author, j.name, "package.json"), "utf8"));
       expect(manifest).toMatchObject({ name: j.name, nodefabric: { handlers: ["./dist/index.js"] }, keywords: expect.arrayContaining(["nodefabric-handler"]) });
-      expect(manifest.peerDependencies["@nodefabric/core"]).toBeDefined();
-      expect(manifest.devDependencies["@nodefabric/core"]).toBeDefined();
+      // A handler package needs the light SDK only: no fabric, no SQLite.
+      expect(manifest.peerDependencies).toHaveProperty("@nodefabric/sdk");
+      expect(manifest.devDependencies).toHaveProperty("@nodefabric/sdk");
+      expect(JSON.stringify(manifest)).not.toContain("@nodefabric/core");
 
-      // As generated: install, test, build.
-      await npm(["install"], pkgDir);
-      const tested = await npm(["test"], pkgDir);
+      const built = await sh(cmds.build, { cwd: author, env, timeoutMs: 400_000 });
       // eslint-disable-next-line no-control-regex
-      expect(tested.output.replace(/\u001b\[[0-9;]*m/g, "")).toMatch(/Tests\s+\d+ passed/);
-      await npm(["run", "build"], pkgDir);
+      expect(built.output.replace(/\u001b\[[0-9;]*m/g, "")).toMatch(/Tests\s+\d+ passed/);
+      expect(built.output).not.toMatch(/better-sqlite3|node-gyp|gyp info/);
+      expect((await fetch(`${registry.url}/${j.name}`)).status).toBe(200);
 
-      // Publish-equivalent: pack it, and install the tarball next to an executor.
-      const packedPkg = (await npm(["pack", "--pack-destination", work], pkgDir)).output.trim().split("\n").at(-1)!.trim();
-      const deploy = path.join(work, `${j.name}-deploy`);
-      mkdirSync(deploy);
-      writeFileSync(
-        path.join(deploy, "package.json"),
-        JSON.stringify({
-          name: `${j.name}-deploy`,
-          private: true,
-          type: "module",
-          dependencies: { "@nodefabric/core": packed.specs["@nodefabric/core"], [j.name]: `file:${path.join(work, packedPkg)}` },
-          overrides: { "@nodefabric/schemas": packed.specs["@nodefabric/schemas"] },
-        }),
-      );
-      await npm(["install"], deploy);
+      await sh(cmds.install, { cwd: operator, env, timeoutMs: 400_000 });
 
-      // The installed fabric, discovering the installed package; the upstream is a local server.
       const upstream = await startUpstream(j.answer);
       upstreams.push(upstream);
-      const base = await freePortBase();
-      const fabric = await startFabricProcess(["dev", "--discover", ".", "--port-base", String(base), "--data-dir", path.join(deploy, ".fabric")], {
-        cwd: deploy,
-        cli: path.join(deploy, "node_modules/@nodefabric/core/bin/fabric.js"),
-        env: { ...packed.env, [`FABRIC_SECRET_${j.baseUrlSetting}`]: `${upstream.url}${j.upstreamPath}` },
-      });
-      fabrics.push(fabric);
-      const registry = fabric.urls["node-registry"]!;
+      const base = String(await freePortBase());
+      const fabric = await shBackground(cmds.dev, { cwd: operator, env: { ...env, FABRIC_PORT_BASE: base, [`FABRIC_SECRET_${j.baseUrlSetting}`]: `${upstream.url}${j.upstreamPath}` } });
+      background.push(fabric);
+      const registryUrl = fabric.urls["node-registry"]!;
       for (const id of j.nodeTypes) {
-        await eventually(async () => ((await call("GET", `${registry}/v1/executors?node_type_id=${id}`)).body.length > 0 ? true : undefined), 20_000, `an executor serving ${id}`);
+        await eventually(async () => ((await call("GET", `${registryUrl}/v1/executors?node_type_id=${id}`)).body.length > 0 ? true : undefined), 20_000, `an executor serving ${id}`);
       }
 
-      const r = await call("POST", `${fabric.urls["run-gateway"]}/v1/runs`, { root_node_type_ref: { node_type_id: j.run.node_type_id, version: "1.0.0" }, input: j.run.input }, { prefer: "wait=30" });
-      expect(r.status).toBe(200);
-      expect(r.body.state, JSON.stringify(r.body.extensions)).toBe("completed");
-      expect(r.body.extensions["nodefabric.outputs"]).toMatchObject(j.expectOutputs);
+      const ran = await sh(j.run, { cwd: operator, env: { ...env, FABRIC_PORT_BASE: base }, timeoutMs: 60_000 });
+      expect(ran.output).toMatch(/completed/);
+      const runs = await call("GET", `${fabric.urls["run-gateway"]}/v1/runs?state=completed`);
+      const run = (runs.body as Array<{ root_node_type_ref: { node_type_id: string }; extensions: Record<string, unknown> }>).find((r) => r.root_node_type_ref.node_type_id === j.nodeTypes[0]);
+      expect(run, JSON.stringify(runs.body)).toBeDefined();
+      expect(run!.extensions["nodefabric.outputs"]).toMatchObject(j.expectOutputs);
       expect(upstream.seen.length).toBeGreaterThan(0);
-
-      // And as the README shows it: `npx fabric run`, against the same gateway.
-      const viaCli = await runFabric(
-        ["run", `${j.run.node_type_id}@1.0.0`, "--input", JSON.stringify(j.run.input), "--no-follow", "--gateway", fabric.urls["run-gateway"]!],
-        { cwd: deploy, cli: path.join(deploy, "node_modules/@nodefabric/core/bin/fabric.js") },
-      );
-      expect(viaCli.code, viaCli.stderr).toBe(0);
       await fabric.stop();
-    }, 600_000);
+    }, 900_000);
   }
 });
