@@ -14,7 +14,7 @@ import { buildAtomicExecutor } from "./services/atomic-executor/index.js";
 import { buildCompositeExecutor } from "./services/composite-executor/index.js";
 import { loadHandlers, withDefinitions, type LoadedHandlers } from "./services/atomic-executor/handler-loader.js";
 import type { Dispatcher } from "undici";
-import type { FabricDefinition } from "./sdk/types.js";
+import type { FabricDefinition } from "@nodefabric/sdk";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
 import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";

@@ -92,8 +92,8 @@ describe("discovery skips broken packages and reports each with its reason", () 
 
   it("an incompatible SDK, a module not built, a node type defined twice in one package, a keyword without the field", () => {
     expect(failedBy.get("@fixture/old-sdk")!.reason).toBe(
-      `node type fixture.oldsdk@1.0.0 was made with @nodefabric/core/sdk 9.0.0, which this executor (SDK ${SDK_VERSION}) cannot run; ` +
-        `rebuild the package against @nodefabric/core ${SDK_VERSION.replace(/^0\.(\d+)\..*$/, "0.$1.x")}`,
+      `node type fixture.oldsdk@1.0.0 was made with @nodefabric/sdk 9.0.0, which this executor (SDK ${SDK_VERSION}) cannot run; ` +
+        `rebuild the package against @nodefabric/sdk ${SDK_VERSION.replace(/^0\.(\d+)\..*$/, "0.$1.x")}`,
     );
     const unbuilt = linked(project, "@fixture/unbuilt");
     expect(failedBy.get("@fixture/unbuilt")!.reason).toBe(

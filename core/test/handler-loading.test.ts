@@ -151,7 +151,7 @@ describe("load-time checks stop the start with a clear message", () => {
   it("an incompatible SDK version names the versions and what to do", async () => {
     const err = await loadError({ handlers: [fixture("old-sdk")] });
     expect(err.message).toContain("node type fixture.oldsdk@1.0.0 from package @fixture/old-sdk@5.0.0");
-    expect(err.message).toMatch(/made with @nodefabric\/core\/sdk 9\.0\.0, which this executor \(SDK \d+\.\d+\.\d+\) cannot run; rebuild the package against @nodefabric\/core/);
+    expect(err.message).toMatch(/made with @nodefabric\/sdk 9\.0\.0, which this executor \(SDK \d+\.\d+\.\d+\) cannot run; rebuild the package against @nodefabric\/sdk/);
   });
 
   it("a package that cannot be found names it and where it was looked for", async () => {

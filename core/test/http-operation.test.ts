@@ -13,7 +13,7 @@ import {
   type OperationRequestOptions,
 } from "@nodefabric/core/sdk";
 import { runHandler } from "@nodefabric/core/testing";
-import { forgetOAuthTokens } from "../src/sdk/oauth2-client-credentials.js";
+import { forgetOAuthTokens } from "../../sdk/src/oauth2-client-credentials.js";
 
 // The runtime of node types made from OpenAPI operations: the request (parameter styles from the OpenAPI 3.1 style
 // examples table, base URL, bodies, security schemes) and the answer. End to end through a real in-process executor

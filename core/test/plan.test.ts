@@ -9,8 +9,8 @@ import {
   PlanInvalidError,
   type PlanContext,
 } from "../src/services/composite-executor/plan/index.js";
-import { ChildFailedError } from "../src/sdk/child-failed-error.js";
-import type { JsonObject } from "../src/sdk/types.js";
+import { ChildFailedError } from "@nodefabric/sdk";
+import type { JsonObject } from "@nodefabric/sdk";
 
 const P = "/node_type/extensions/nodefabric.plan";
 

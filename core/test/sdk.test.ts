@@ -98,9 +98,9 @@ describe("HandlerError", () => {
 
 describe("the SDK stays light", () => {
   it("imports nothing heavy: no fastify, undici, better-sqlite3, ajv or store", () => {
-    const dir = fileURLToPath(new URL("../src/sdk/", import.meta.url));
+    const dir = fileURLToPath(new URL("../../sdk/src/", import.meta.url));
     const files = ["index.ts", "define-atomic.ts", "handler-error.ts", "types.ts"];
-    const version = readFileSync(fileURLToPath(new URL("../src/version.ts", import.meta.url)), "utf8");
+    const version = readFileSync(fileURLToPath(new URL("../../sdk/src/version.ts", import.meta.url)), "utf8");
     for (const source of [...files.map((f) => readFileSync(dir + f, "utf8")), version]) {
       const imports = [...source.matchAll(/^import\s+(?!type\b)[^;]*?from\s+"([^"]+)"/gm)].map((m) => m[1]);
       for (const spec of imports) {

@@ -1,11 +1,11 @@
 /**
  * `defineAtomic`: how a handler package declares an atomic node type and its handler.
  */
-import { SERVICE_VERSION } from "../version.js";
+import { PACKAGE_VERSION } from "./version.js";
 import type { AtomicDefinition, FabricDefinition, HandlerFn, JsonObject, NodeTypeDefinition } from "./types.js";
 
 /** Version of this SDK; executors accept definitions made by a compatible one. */
-export const SDK_VERSION: string = SERVICE_VERSION;
+export const SDK_VERSION: string = PACKAGE_VERSION;
 
 /**
  * Marks definitions with a symbol from the global registry, so an executor recognises definitions made

@@ -1,5 +1,5 @@
 /**
- * @nodefabric/core/sdk: what handler packages import. Kept light on purpose: no fastify, no HTTP client,
+ * @nodefabric/sdk: what handler packages import. Kept light on purpose: no fastify, no HTTP client,
  * no Ajv and no store, so a handler package loads fast and pulls nothing native.
  */
 export { defineAtomic, isAtomicDefinition, isDefinition, SDK_VERSION, DEFINITION_BRAND } from "./define-atomic.js";

@@ -3,9 +3,8 @@
  * Bodies are validated strictly; query strings and path params get type coercion.
  */
 import { createAjv, schemaId, type SchemaName } from "@nodefabric/schemas";
-import type { ErrorObject, ValidateFunction } from "ajv";
+import type { ValidateFunction } from "ajv";
 import type { FastifySchemaCompiler } from "fastify";
-import type { ValidationIssue } from "./errors.js";
 
 type Ajv = ReturnType<typeof createAjv>;
 let bodyAjv: Ajv | undefined;
@@ -41,43 +40,8 @@ export const validatorCompiler: FastifySchemaCompiler<Record<string, unknown>> =
   return fn as ReturnType<FastifySchemaCompiler<Record<string, unknown>>>;
 };
 
-/** Turns Ajv errors into `details.errors` entries: a JSON Pointer path and a readable message. */
-export function issuesFromAjv(errors: ErrorObject[] | null | undefined, location?: string): ValidationIssue[] {
-  if (!errors) return [];
-  return errors.map((e) => {
-    let path = e.instancePath || "";
-    let message = e.message ?? "is invalid";
-    if (e.keyword === "required" && typeof e.params.missingProperty === "string") {
-      path = `${path}/${e.params.missingProperty}`;
-      message = "is required";
-    } else if (e.keyword === "additionalProperties" && typeof e.params.additionalProperty === "string") {
-      path = `${path}/${e.params.additionalProperty}`;
-      message = "is not a known field";
-    } else if (e.keyword === "enum" && Array.isArray(e.params.allowedValues)) {
-      message = `must be one of ${e.params.allowedValues.map((v: unknown) => JSON.stringify(v)).join(", ")}`;
-    } else if (e.keyword === "propertyNames" && typeof e.params.propertyName === "string") {
-      path = `${path}/${e.params.propertyName}`;
-      message = "is not a valid key (extension keys look like <namespace>.<key>)";
-    }
-    const issue: ValidationIssue & { location?: string } = { path: path || "/", message };
-    if (location) issue.location = location;
-    return issue;
-  });
-}
-
-/** Drops Ajv's noise: `if` failures and duplicate (path, message) pairs. */
-export function dedupeIssues(issues: ValidationIssue[]): ValidationIssue[] {
-  const seen = new Set<string>();
-  const out: ValidationIssue[] = [];
-  for (const i of issues) {
-    if (i.message === 'must match "then" schema' || i.message === 'must match "else" schema') continue;
-    const k = `${i.path}\u0000${i.message}`;
-    if (seen.has(k)) continue;
-    seen.add(k);
-    out.push(i);
-  }
-  return out;
-}
+// The words of a schema violation are the SDK runtime's, so the executor, the harness and every route agree.
+export { dedupeIssues, issuesFromAjv } from "@nodefabric/sdk/runtime";
 
 /**
  * Whether a JSON text nests objects and arrays deeper than `maxDepth` (the top level counts as 1). It scans the text

@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import type { NodeType } from "@nodefabric/schemas";
 import { validatorFor } from "@nodefabric/schemas";
 import { compileHandlerSchema, createHandlerAjv } from "../http/handler-schemas.js";
-import { operationDescriptorOf } from "../sdk/http-operation.js";
+import { operationDescriptorOf } from "@nodefabric/sdk";
 import {
   OPENAPI_EXTENSION,
   type HttpOperationDescriptor,
@@ -19,7 +19,7 @@ import {
   type OperationParameter,
   type OperationServer,
   type ParameterStyle,
-} from "../sdk/http-operation-types.js";
+} from "@nodefabric/sdk";
 import { loaderNotesOf, OpenApiImportError, resolveServerUrl } from "./load.js";
 import { sampleFor } from "./samples.js";
 import { createSchemaConverter } from "./schema.js";

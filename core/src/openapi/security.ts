@@ -4,7 +4,7 @@
  * descriptor. Names are given to every scheme of the document in its order, so they do not depend on which operations
  * are imported.
  */
-import type { OperationSecurityScheme } from "../sdk/http-operation-types.js";
+import type { OperationSecurityScheme } from "@nodefabric/sdk";
 import type { SettingDescription } from "./types.js";
 
 /** Follows local `$ref`s: the value, or why it cannot be reached. */

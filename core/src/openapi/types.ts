@@ -3,7 +3,7 @@
  * and `fabric node-types import --from-openapi` (node types published with no code, run by `http.request`).
  */
 import type { NodeType } from "@nodefabric/schemas";
-import type { HttpOperationDescriptor } from "../sdk/http-operation-types.js";
+import type { HttpOperationDescriptor } from "@nodefabric/sdk";
 
 /** A JSON Schema or OpenAPI Schema Object, as plain data. */
 export type SchemaObject = Record<string, unknown>;

@@ -12,8 +12,8 @@ import { startFabric, type RunningFabric } from "../fabric.js";
 import type { HealthCheck, ServiceName } from "../http/service.js";
 import { GatewayClient } from "../clients/gateway-client.js";
 import { RegistryClient } from "../clients/registry-client.js";
-import type { FabricDefinition } from "../sdk/types.js";
-import { installGlobalDispatcher } from "./global-dispatcher.js";
+import type { FabricDefinition } from "@nodefabric/sdk";
+import { installGlobalDispatcher } from "@nodefabric/sdk/runtime";
 
 export interface FabricFixtureOptions {
   /** Atomic and composite definitions (`defineAtomic`, `defineComposite`) the executors serve. */

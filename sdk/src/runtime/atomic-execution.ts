@@ -4,16 +4,44 @@
  * doing; a handler that ignores its signal is left behind at the deadline, its result discarded.
  */
 import type { AtomicExecuteRequest, AtomicExecuteResult, FabricErrorBody } from "@nodefabric/schemas";
-import type { FastifyBaseLogger } from "fastify";
-import { clock } from "../../clock.js";
-import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
-import { HandlerError } from "../../sdk/handler-error.js";
-import { networkFailureCause, upstreamUnavailableError, UPSTREAM_UNAVAILABLE, type NetworkTarget } from "../../sdk/network-failure.js";
-import type { AtomicContext, AtomicDefinition, HandlerLogger, HandlerSecrets } from "../../sdk/types.js";
+import type { ValidateFunction } from "ajv";
+import type { Dispatcher } from "undici";
+import { HandlerError } from "../handler-error.js";
+import { networkFailureCause, upstreamUnavailableError, UPSTREAM_UNAVAILABLE, type NetworkTarget } from "../network-failure.js";
+import type { AtomicContext, AtomicDefinition, FabricDefinition, HandlerLogger, HandlerSecrets } from "../types.js";
 import { createHandlerEgress, createHandlerFetch, createHandlerRequest } from "./handler-fetch.js";
 import type { SecretBindings } from "./handler-secrets.js";
-import type { Dispatcher } from "undici";
-import type { LoadedDefinition } from "./handler-loader.js";
+import { dedupeIssues, issuesFromAjv } from "./schema-issues.js";
+
+/** Where an execution reads time: the fabric passes its one clock, so tests that move it move executions too. */
+export interface RuntimeClock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** RFC 3339 UTC timestamp. */
+  isoNow(): string;
+}
+
+const systemClock: RuntimeClock = { now: () => Date.now(), isoNow: () => new Date().toISOString() };
+
+/** What an execution logs to: pino's shape (a fastify logger fits), or `silentLogger`. */
+export interface RuntimeLogger {
+  child(bindings: Record<string, unknown>): unknown;
+  warn(obj: object, msg?: string): void;
+  debug(obj: object, msg?: string): void;
+}
+
+const noop = () => {};
+const silentHandlerLogger: HandlerLogger = { debug: noop, info: noop, warn: noop, error: noop };
+
+/** A logger that drops everything, its children (`ctx.log`) included. */
+export const silentLogger: RuntimeLogger = { child: () => silentHandlerLogger, warn: noop, debug: noop };
+
+/** A definition ready to run: its schemas' validators (compiled on first call, or at once) beside it. */
+export interface ExecutableDefinition {
+  definition: FabricDefinition | AtomicDefinition<unknown, unknown>;
+  validateInputs: ValidateFunction;
+  validateOutputs: ValidateFunction;
+}
 
 /** Why an execution was stopped before its handler finished. */
 export type StopKind = "timeout" | "canceled" | "shutdown";
@@ -41,11 +69,13 @@ export class Execution {
 }
 
 export interface ExecuteOptions {
-  loaded: LoadedDefinition;
+  loaded: ExecutableDefinition;
   request: AtomicExecuteRequest;
   execution: Execution;
   attempt: number;
-  log: FastifyBaseLogger;
+  log: RuntimeLogger;
+  /** Where timestamps and durations come from (default: the system clock). */
+  clock?: RuntimeClock;
   secrets: HandlerSecrets;
   fetchTimeoutMs: number;
   /** Where `ctx.request` sends upstream requests (a pooled Agent, or a MockAgent in tests). */
@@ -53,7 +83,7 @@ export interface ExecuteOptions {
   /** Where `ctx.egress.fetch` connects: the pool that checks every address against the operator's egress policy. */
   egressDispatcher: Dispatcher;
   /** The hosts each secret may go to through `ctx.egress.secretFor`. */
-  secretBindings: SecretBindings;
+  secretBindings: Pick<SecretBindings, "refusal">;
   /** Told when a handler is left running past its deadline, and again when it finally settles. */
   onAbandoned?: (delta: 1 | -1) => void;
 }
@@ -119,7 +149,7 @@ export function errorFromThrown(err: unknown): FabricErrorBody {
   return { code: "handler_error", message };
 }
 
-function handlerLogger(log: FastifyBaseLogger, request: AtomicExecuteRequest): () => HandlerLogger {
+function handlerLogger(log: RuntimeLogger, request: AtomicExecuteRequest): () => HandlerLogger {
   let child: HandlerLogger | undefined;
   // Made on first use: most handlers never log, and a pino child per request is not free.
   return () =>
@@ -131,7 +161,7 @@ function handlerLogger(log: FastifyBaseLogger, request: AtomicExecuteRequest): (
 }
 
 /** One warn line per execution that failed because its upstream could not be reached, with the run's ids. */
-function logUpstreamFailure(log: FastifyBaseLogger, request: AtomicExecuteRequest, attempt: number, error: FabricErrorBody): void {
+function logUpstreamFailure(log: RuntimeLogger, request: AtomicExecuteRequest, attempt: number, error: FabricErrorBody): void {
   const details = error.details ?? {};
   log.warn(
     {
@@ -152,6 +182,7 @@ function logUpstreamFailure(log: FastifyBaseLogger, request: AtomicExecuteReques
 /** Runs one atomic execution to its AtomicExecuteResult. */
 export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExecuteResult> {
   const { loaded, request, execution, attempt } = options;
+  const clock = options.clock ?? systemClock;
   const nodeType = loaded.definition.nodeType;
   const name = `${nodeType.node_type_id}@${nodeType.version}`;
   const startedMs = clock.now();

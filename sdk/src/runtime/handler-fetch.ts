@@ -7,16 +7,29 @@
  * port (see sdk/network-failure.ts); an abort because the execution was canceled or ran out of time stays what it is.
  */
 import { fetch as undiciFetch, request as undiciRequest, type Dispatcher, type RequestInit as UndiciRequestInit } from "undici";
-import { SERVICE_VERSION } from "../../version.js";
-import { HandlerError } from "../../sdk/handler-error.js";
-import { upstreamTimeoutError, upstreamUnavailableError } from "../../sdk/network-failure.js";
-import type { HandlerEgress, HandlerSecrets, UpstreamRequestOptions, UpstreamResponse } from "../../sdk/types.js";
-
-export type { HandlerEgress };
-import { EgressDeniedError } from "./egress-policy.js";
+import { HandlerError } from "../handler-error.js";
+import { upstreamTimeoutError, upstreamUnavailableError } from "../network-failure.js";
+import type { HandlerEgress, HandlerSecrets, UpstreamRequestOptions, UpstreamResponse } from "../types.js";
+import { PACKAGE_VERSION } from "../version.js";
 import type { SecretBindings } from "./handler-secrets.js";
 
-const USER_AGENT = `nodefabric/${SERVICE_VERSION}`;
+export type { HandlerEgress };
+
+/** The user agent of every upstream request a handler makes through its context. */
+export const USER_AGENT = `nodefabric/${PACKAGE_VERSION}`;
+
+/** The `code` of the error an egress-checked dispatcher (core's egress policy) fails a connection with. */
+export const EGRESS_DENIED_CODE = "ERR_NODEFABRIC_EGRESS_DENIED";
+
+/** What an egress-checked dispatcher's refusal carries: the host, the address, why, and what would allow it. */
+export interface EgressDenial extends Error {
+  readonly code: typeof EGRESS_DENIED_CODE;
+  readonly host: string;
+  readonly address: string | undefined;
+  readonly category: string;
+  readonly range: string | undefined;
+  readonly remedy: string;
+}
 
 /** The URL a fetch goes to, when it can be read. */
 function targetOf(input: string | URL | Request): URL | undefined {
@@ -91,10 +104,10 @@ export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dis
   };
 }
 
-/** Finds the EgressDeniedError in a failed fetch's cause chain. */
-function egressDenial(err: unknown): EgressDeniedError | undefined {
+/** Finds the egress policy's refusal in a failed fetch's cause chain, by its code: any copy of the policy made it. */
+function egressDenial(err: unknown): EgressDenial | undefined {
   for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof EgressDeniedError || (e as { code?: unknown }).code === "ERR_NODEFABRIC_EGRESS_DENIED") return e as EgressDeniedError;
+    if ((e as { code?: unknown }).code === EGRESS_DENIED_CODE) return e as EgressDenial;
     const inner = (e as { errors?: unknown[] }).errors; // an AggregateError of several connection attempts
     if (Array.isArray(inner)) {
       for (const i of inner) {
@@ -106,7 +119,7 @@ function egressDenial(err: unknown): EgressDeniedError | undefined {
   return undefined;
 }
 
-function deniedError(denied: EgressDeniedError, target: string): HandlerError {
+function deniedError(denied: EgressDenial, target: string): HandlerError {
   return new HandlerError("egress_denied", `refused to connect to ${target}: ${denied.message}; ${denied.remedy}`, {
     retryable: false,
     details: {
@@ -119,7 +132,7 @@ function deniedError(denied: EgressDeniedError, target: string): HandlerError {
 }
 
 /** `ctx.egress` of one execution: `fetch` over the egress-checked `dispatcher`, and the secrets as their bindings allow. */
-export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: SecretBindings): HandlerEgress {
+export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: Pick<SecretBindings, "refusal">): HandlerEgress {
   const fetch: typeof globalThis.fetch = async (input, init) => {
     if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
     const target = String(input);

@@ -1,13 +1,13 @@
 /**
  * Property checks of one handler: inputs generated from its `input_schema` (json-schema-faker, seeded), each run
- * through a real in-process executor, and every result held to the handler's contract: it completes with outputs
+ * through the executor's own runtime, and every result held to the handler's contract: it completes with outputs
  * its `output_schema` accepts (the executor checks them), or it fails with a HandlerError the handler threw.
  */
 import type { AtomicExecuteResult } from "@nodefabric/schemas";
-import { handlersFromDefinitions } from "../services/atomic-executor/handler-loader.js";
-import { defineAtomic } from "../sdk/define-atomic.js";
-import { HandlerError } from "../sdk/handler-error.js";
-import type { AtomicDefinition, NodeTypeDefinition } from "../sdk/types.js";
+import { defineAtomic } from "../define-atomic.js";
+import { HandlerError } from "../handler-error.js";
+import type { AtomicDefinition, NodeTypeDefinition } from "../types.js";
+import { prepareAtomic } from "../runtime/definition-check.js";
 import { openHandlerHarness, type RunHandlerOptions } from "./run-handler.js";
 
 export interface CheckHandlerOptions {
@@ -113,11 +113,11 @@ function errorIssues(result: AtomicExecuteResult): string {
  */
 export async function checkHandler(definition: AtomicDefinition<any, any>, options: CheckHandlerOptions = {}): Promise<HandlerCheckReport> {
   // Checked as given first, so a wrong definition (schemas, SDK version) is named as such, not as the wrapper.
-  handlersFromDefinitions([definition]);
+  prepareAtomic(definition);
   const given = options.inputs ?? [];
   const generated = await sampleInputs(definition, options);
   const seen = new Map<string, Observed>();
-  const harness = await openHandlerHarness(handlersFromDefinitions([observed(definition, seen)]), definition.nodeType, options.runOptions);
+  const harness = openHandlerHarness(prepareAtomic(observed(definition, seen)), options.runOptions);
   const report: HandlerCheckReport = { cases: 0, completed: 0, handlerErrors: {}, violations: [] };
   try {
     for (const [index, inputs] of [...given, ...generated].entries()) {

@@ -1,14 +1,16 @@
 /**
- * `runHandler`: one handler run through a real in-process Atomic Executor, the way the coordinator would run it.
+ * `runHandler`: one handler run the way the fabric's Atomic Executor runs it, in the test's process, without a server.
+ * It goes through the executor's own code (`@nodefabric/sdk/runtime`): the same schema checks, AtomicContext,
+ * deadline, cancel and error mapping, so what a test sees here is what a run in the fabric ends with.
  */
-import type { FastifyInstance } from "fastify";
-import type { Dispatcher } from "undici";
-import type { AtomicExecuteResult, NodeType } from "@nodefabric/schemas";
-import { buildAtomicExecutor } from "../services/atomic-executor/index.js";
-import { handlersFromDefinitions, type LoadedHandlers } from "../services/atomic-executor/handler-loader.js";
-import { newId } from "../ids.js";
-import type { AtomicDefinition } from "../sdk/types.js";
-import { installGlobalDispatcher } from "./global-dispatcher.js";
+import { randomUUID } from "node:crypto";
+import { Agent, type Dispatcher } from "undici";
+import type { AtomicExecuteRequest, AtomicExecuteResult } from "@nodefabric/schemas";
+import type { AtomicDefinition, HandlerSecrets } from "../types.js";
+import { executeAtomic, Execution, silentLogger, type ExecutableDefinition } from "../runtime/atomic-execution.js";
+import { prepareAtomic } from "../runtime/definition-check.js";
+import { installGlobalDispatcher } from "../runtime/global-dispatcher.js";
+import { SecretBindings } from "../runtime/handler-secrets.js";
 
 export interface RunHandlerOptions {
   /** `ctx.attempt` (default 1). */
@@ -20,84 +22,123 @@ export interface RunHandlerOptions {
   /** What `ctx.secrets.get(name)` answers. */
   secrets?: Record<string, string>;
   /**
-   * An undici `MockAgent` that serves the handler's upstreams: `ctx.request` goes through it, and it is undici's
-   * global dispatcher while the handler runs (so `import { request } from "undici"` and `ctx.fetch` reach it too).
-   * The previous global dispatcher is restored afterwards; the MockAgent is left open for the test to inspect.
+   * An undici `MockAgent` that serves the handler's upstreams: `ctx.request` and `ctx.egress.fetch` go through it, and
+   * it is undici's global dispatcher while the handler runs (so `import { request } from "undici"` and `ctx.fetch`
+   * reach it too). The previous global dispatcher is restored afterwards; the MockAgent is left open for the test to
+   * inspect.
    */
   mockAgent?: Dispatcher;
 }
 
-/** Options that hold for every run of a harness (one executor). */
+/** Options that hold for every run of a harness. */
 export type HarnessOptions = Pick<RunHandlerOptions, "timeoutMs" | "secrets" | "mockAgent">;
 
 /** Options of one run through a harness. */
 export type HarnessRunOptions = Pick<RunHandlerOptions, "attempt" | "signal">;
 
-/** An in-process executor serving one node type, kept open for many runs. */
+/** One node type served in-process, kept open for many runs. */
 export interface HandlerHarness {
-  /** Executes one NodeRun with these inputs and returns the executor's answer. */
+  /** Executes one NodeRun with these inputs and returns what the executor would answer. */
   run(inputs: Record<string, unknown>, options?: HarnessRunOptions & { nodeRunId?: string }): Promise<AtomicExecuteResult>;
   close(): Promise<void>;
 }
 
-/** Starts an executor (no socket: requests go through fastify's inject) serving `handlers`, for runs of `nodeType`. */
-export async function openHandlerHarness(handlers: LoadedHandlers, nodeType: Pick<NodeType, "node_type_id" | "version">, options: HarnessOptions = {}): Promise<HandlerHarness> {
-  const app: FastifyInstance = await buildAtomicExecutor({
-    logger: false,
-    handlers,
-    secrets: options.secrets,
-    upstreamDispatcher: options.mockAgent,
-    ...(options.timeoutMs !== undefined ? { defaultTimeoutMs: options.timeoutMs, maxTimeoutMs: options.timeoutMs } : {}),
-  });
-  let restoreDispatcher: (() => void) | undefined;
+/** The executor's defaults: a node type without `nodefabric.timeout_ms` gets 30 s; nothing runs past 5 min. */
+const DEFAULT_TIMEOUT_MS = 30_000;
+const MAX_TIMEOUT_MS = 300_000;
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function positiveInteger(v: unknown): v is number {
+  return typeof v === "number" && Number.isInteger(v) && v >= 1;
+}
+
+/** The inputs as the executor receives them: a JSON copy, so a test cannot hand the handler what no request can carry. */
+function wireInputs(inputs: unknown): Record<string, unknown> {
+  if (!isPlainObject(inputs)) throw new TypeError(`runHandler: inputs must be a JSON object, not ${Array.isArray(inputs) ? "an array" : inputs === null ? "null" : `a ${typeof inputs}`}`);
+  let copy: unknown;
   try {
-    await app.ready();
-    // Installed only once the executor is built, so a build error leaves the global dispatcher untouched.
-    restoreDispatcher = options.mockAgent ? installGlobalDispatcher(options.mockAgent) : undefined;
+    copy = JSON.parse(JSON.stringify(inputs));
   } catch (err) {
-    await app.close();
-    throw err;
+    throw new TypeError(`runHandler: inputs cannot be sent as JSON: ${err instanceof Error ? err.message : String(err)}`);
   }
+  return copy as Record<string, unknown>;
+}
+
+function checkHarnessOptions(options: HarnessOptions): void {
+  const t = options.timeoutMs;
+  if (t !== undefined && (typeof t !== "number" || !Number.isFinite(t) || t < 0)) {
+    throw new TypeError(`runHandler: timeoutMs must be a number of milliseconds >= 0, not ${String(t)}`);
+  }
+  if (options.secrets !== undefined && !isPlainObject(options.secrets)) throw new TypeError("runHandler: secrets must be an object of name to string");
+}
+
+/** Opens a harness for an already checked definition (see `prepareAtomic`). */
+export function openHandlerHarness(executable: ExecutableDefinition, options: HarnessOptions = {}): HandlerHarness {
+  checkHarnessOptions(options);
+  const nodeType = executable.definition.nodeType;
+  const ext = nodeType.extensions?.["nodefabric.timeout_ms"];
+  // As the executor configured with defaultTimeoutMs = maxTimeoutMs = options.timeoutMs would decide.
+  const cap = options.timeoutMs ?? MAX_TIMEOUT_MS;
+  const timeoutMs = Math.min(positiveInteger(ext) ? ext : (options.timeoutMs ?? DEFAULT_TIMEOUT_MS), cap);
+  const secretValues = { ...(options.secrets ?? {}) };
+  const secrets: HandlerSecrets = { get: (name) => (Object.hasOwn(secretValues, name) ? secretValues[name] : undefined) };
+  // No secret is bound to a host here, as in an executor whose operator bound none: ctx.egress.secretFor refuses them.
+  const secretBindings = new SecretBindings();
+  const ownDispatcher = options.mockAgent ? undefined : new Agent({ keepAliveTimeout: 10_000 });
+  const dispatcher: Dispatcher = options.mockAgent ?? ownDispatcher!;
+  const restoreDispatcher = options.mockAgent ? installGlobalDispatcher(options.mockAgent) : undefined;
+  const running = new Set<Execution>();
+  let closed = false;
 
   const run: HandlerHarness["run"] = async (inputs, runOptions = {}) => {
-    const nodeRunId = runOptions.nodeRunId ?? newId("nr");
-    const cancel = () => {
-      void app.inject({ method: "POST", url: `/v1/atomic-node-runs/${encodeURIComponent(nodeRunId)}:cancel` });
+    if (closed) throw new Error("runHandler: the harness is closed");
+    const attempt = runOptions.attempt ?? 1;
+    if (!positiveInteger(attempt)) throw new TypeError(`runHandler: attempt must be an integer >= 1, not ${String(attempt)}`);
+    const request: AtomicExecuteRequest = {
+      run_id: `run_${randomUUID()}`,
+      node_run_id: runOptions.nodeRunId ?? `nr_${randomUUID()}`,
+      node_type_ref: { node_type_id: nodeType.node_type_id, version: nodeType.version },
+      inputs: wireInputs(inputs),
+      extensions: { "nodefabric.attempt": attempt },
     };
-    // A cancel that arrives before the execute is remembered by the executor, so the run ends `canceled` at once.
+    const execution = new Execution(request.node_run_id, timeoutMs);
+    const cancel = () => execution.stop("canceled");
+    // A cancel that came before the execute ends the run `canceled` at once, as the executor remembers it.
     if (runOptions.signal?.aborted) cancel();
     runOptions.signal?.addEventListener("abort", cancel, { once: true });
+    running.add(execution);
     try {
-      const res = await app.inject({
-        method: "POST",
-        url: "/v1/atomic-node-runs:execute",
-        headers: { "content-type": "application/json" },
-        payload: {
-          run_id: newId("run"),
-          node_run_id: nodeRunId,
-          node_type_ref: { node_type_id: nodeType.node_type_id, version: nodeType.version },
-          inputs,
-          extensions: { "nodefabric.attempt": runOptions.attempt ?? 1 },
-        },
+      const result = await executeAtomic({
+        loaded: executable,
+        request,
+        execution,
+        attempt,
+        log: silentLogger,
+        secrets,
+        fetchTimeoutMs: DEFAULT_TIMEOUT_MS,
+        upstreamDispatcher: dispatcher,
+        egressDispatcher: dispatcher,
+        secretBindings,
       });
-      const body = res.json() as AtomicExecuteResult & { error?: { code: string; message: string } };
-      if (res.statusCode !== 200) {
-        throw new Error(`runHandler: the executor answered ${res.statusCode} ${body.error?.code ?? ""}: ${body.error?.message ?? res.body}`);
-      }
-      return body;
+      // What the coordinator would read off the wire.
+      return JSON.parse(JSON.stringify(result)) as AtomicExecuteResult;
     } finally {
+      running.delete(execution);
       runOptions.signal?.removeEventListener("abort", cancel);
     }
   };
 
-  let closed = false;
   return {
     run,
     async close() {
       if (closed) return;
       closed = true;
+      for (const execution of running) execution.stop("shutdown");
       try {
-        await app.close();
+        await ownDispatcher?.close();
       } finally {
         restoreDispatcher?.();
       }
@@ -106,12 +147,12 @@ export async function openHandlerHarness(handlers: LoadedHandlers, nodeType: Pic
 }
 
 /**
- * Runs one handler through a real in-process Atomic Executor and returns its AtomicExecuteResult:
- * inputs and outputs are validated against the node type's schemas, and timeout and cancel apply.
+ * Runs one handler as the fabric's Atomic Executor would and returns its AtomicExecuteResult: inputs and outputs are
+ * validated against the node type's schemas, and timeout and cancel apply.
  */
 // `any`: a definition's handler takes its own input type, which a wider parameter type would refuse.
 export async function runHandler(definition: AtomicDefinition<any, any>, inputs: Record<string, unknown>, options: RunHandlerOptions = {}): Promise<AtomicExecuteResult> {
-  const harness = await openHandlerHarness(handlersFromDefinitions([definition]), definition.nodeType, options);
+  const harness = openHandlerHarness(prepareAtomic(definition), options);
   try {
     return await harness.run(inputs, options);
   } finally {

@@ -16,14 +16,14 @@ import { existsSync, readdirSync, realpathSync, readFileSync, statSync } from "n
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import semver from "semver";
 import type { ValidateFunction } from "ajv";
 import { validatorFor, type NodeType } from "@nodefabric/schemas";
-import { DEFINITION_BRAND, isDefinition, SDK_VERSION } from "../../sdk/define-atomic.js";
-import { isAtomicSet, readSetMember } from "../../sdk/define-atomic-set.js";
-import type { AtomicSet, AtomicSetEntry, DefinitionKind, FabricDefinition, HandlerFn } from "../../sdk/types.js";
+import { DEFINITION_BRAND, isDefinition } from "@nodefabric/sdk";
+import { isAtomicSet } from "@nodefabric/sdk";
+import { nodeTypeProblem as sdkNodeTypeProblem, nodeTypeReason, readSetMember, sdkProblem } from "@nodefabric/sdk/runtime";
+import type { AtomicSet, AtomicSetEntry, DefinitionKind, FabricDefinition, HandlerFn } from "@nodefabric/sdk";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
-import { compileHandlerSchema, createHandlerAjv, schemaProblem } from "../../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
 import { versionProblem } from "../../store/node-type-version-order.js";
 
 /** Where a definition came from. */
@@ -375,48 +375,9 @@ class LoadProblems {
   }
 }
 
-function sdkCompatible(version: string): boolean {
-  const theirs = semver.parse(version);
-  const ours = semver.parse(SDK_VERSION);
-  if (!theirs || !ours) return false;
-  if (theirs.major !== ours.major) return false;
-  return ours.major !== 0 || theirs.minor === ours.minor;
-}
-
-function compatibleRange(): string {
-  const ours = semver.parse(SDK_VERSION);
-  return ours ? (ours.major === 0 ? `${ours.major}.${ours.minor}.x` : `${ours.major}.x`) : SDK_VERSION;
-}
-
-/** Why a definition or set made by SDK `version` cannot run here, or undefined. */
-function sdkProblem(version: unknown): string | undefined {
-  if (typeof version === "string" && sdkCompatible(version)) return undefined;
-  return (
-    `was made with @nodefabric/core/sdk ${String(version)}, ` +
-    `which this executor (SDK ${SDK_VERSION}) cannot run; rebuild the package against @nodefabric/core ${compatibleRange()}`
-  );
-}
-
-/** Why `nt` cannot be served (not a valid NodeType, a schema that would not compile), or undefined. */
-function nodeTypeProblem(nt: unknown, nodeTypeValidator: ValidateFunction): string | undefined {
-  // A node type version is any string the registry can publish (semver or not); only the SDK version is semver.
-  const valid = nodeTypeValidator(nt);
-  const versionIssue = valid ? versionProblem((nt as NodeType).version) : undefined;
-  if (!valid || versionIssue) {
-    const issues = !valid ? dedupeIssues(issuesFromAjv(nodeTypeValidator.errors)).map((i) => `${i.path} ${i.message}`) : [`/version ${versionIssue}`];
-    return `is not a valid NodeType: ${issues.join("; ")}`;
-  }
-  const problems: string[] = [];
-  for (const which of ["input_schema", "output_schema"] as const) {
-    const problem = schemaProblem((nt as NodeType)[which]);
-    if (problem) problems.push(`its ${which} does not compile: ${problem}`);
-  }
-  return problems.length > 0 ? problems.join("; ") : undefined;
-}
-
-/** How a problem of a node type reads on its own: "node type x@1: its …" or "node type x@1 is not …". */
-function nodeTypeReason(name: string, problem: string): string {
-  return problem.startsWith("is ") ? `node type ${name} ${problem}` : `node type ${name}: ${problem}`;
+/** Why `nt` cannot be served (not a valid NodeType, a schema that would not compile), or undefined: the SDK runtime's check, with the registry's rule for versions. */
+function nodeTypeProblem(nt: unknown): string | undefined {
+  return sdkNodeTypeProblem(nt, versionProblem);
 }
 
 /** A set's problem-free node types, as the loader keeps them: where to read each, and whom to blame. */
@@ -518,7 +479,6 @@ class Handlers implements LoadedHandlers {
   /** Loaded members, least recently used first. */
   private readonly cache = new Map<string, LoadedDefinition>();
   private readonly broken = new Map<string, string>();
-  private readonly nodeTypeValidator = validatorFor("node_type");
 
   constructor(parts: HandlersParts) {
     this.parts = parts;
@@ -618,7 +578,7 @@ class Handlers implements LoadedHandlers {
       this.markBroken(member, typeof problem === "string" ? `its NodeType file ${member.entry.file} ${problem}` : messageOf(err));
       return undefined;
     }
-    const problem = nodeTypeProblem(nt, this.nodeTypeValidator);
+    const problem = nodeTypeProblem(nt);
     if (problem) {
       const file = member.entry.file;
       this.markBroken(member, problem.startsWith("is ") ? `its NodeType file ${file} ${problem}` : `${problem} (in ${file})`);
@@ -651,7 +611,6 @@ class Collector {
   private readonly seenModules = new Set<string>();
   private readonly seenPackages = new Set<string>();
   private readonly seenDefinitions = new Set<object>();
-  private readonly nodeTypeValidator = validatorFor("node_type");
   private readonly refValidator = validatorFor("node_type_ref");
   private loadOrder = 0;
 
@@ -810,7 +769,7 @@ class Collector {
       this.problems.add(owner, `node type ${name} from ${describe(source)} ${sdk}`, `node type ${name} ${sdk}`, source.path);
       return false;
     }
-    const problem = nodeTypeProblem(nt, this.nodeTypeValidator);
+    const problem = nodeTypeProblem(nt);
     if (problem) {
       const message = problem.startsWith("is ") ? `node type ${name} from ${describe(source)} ${problem}` : `node type ${name} from ${describe(source)}: ${problem}`;
       this.problems.skipNodeType(owner, source, String(nt.node_type_id), String(nt.version), message, nodeTypeReason(name, problem));

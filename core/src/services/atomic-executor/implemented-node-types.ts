@@ -10,7 +10,7 @@ import { RegistryClient } from "../../clients/registry-client.js";
 import { bearerHeaders, type ServiceTokens } from "../../clients/service-tokens.js";
 import { FabricError } from "../../http/errors.js";
 import { clock } from "../../clock.js";
-import type { AtomicDefinition } from "../../sdk/types.js";
+import type { AtomicDefinition } from "@nodefabric/sdk";
 import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
 import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
 

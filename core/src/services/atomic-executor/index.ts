@@ -12,8 +12,8 @@ import { FabricError, invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
 import { canonicalJson } from "../../canonical-json.js";
-import type { HandlerSecrets } from "../../sdk/types.js";
-import { executeAtomic, Execution } from "./atomic-execution.js";
+import type { HandlerSecrets } from "@nodefabric/sdk";
+import { executeAtomic, Execution } from "@nodefabric/sdk/runtime";
 import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
 import { createEgressDispatcher, EgressPolicy, type EgressOptions } from "./egress-policy.js";
 import { SecretBindings } from "./handler-secrets.js";
@@ -201,6 +201,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
         execution,
         attempt,
         log: app.log,
+        clock,
         secrets,
         fetchTimeoutMs,
         upstreamDispatcher,

@@ -10,9 +10,9 @@ import type { FabricErrorBody, NodeRun, NodeRunCreateSpec, NodeTypeRef, RunEvent
 import { FabricError } from "../../http/errors.js";
 import { clock } from "../../clock.js";
 import type { CoordinatorClient } from "../../clients/coordinator-client.js";
-import { ChildFailedError } from "../../sdk/child-failed-error.js";
-import { HandlerError } from "../../sdk/handler-error.js";
-import type { CallOptions, ChildRun, JsonObject } from "../../sdk/types.js";
+import { ChildFailedError } from "@nodefabric/sdk";
+import { HandlerError } from "@nodefabric/sdk";
+import type { CallOptions, ChildRun, JsonObject } from "@nodefabric/sdk";
 
 /** How a child ended, as its `node_run_completed` event says. */
 export interface ChildEnd {

@@ -11,7 +11,7 @@ import { clock } from "../../clock.js";
 import { CoordinatorClient } from "../../clients/coordinator-client.js";
 import { RegistryClient } from "../../clients/registry-client.js";
 import { SelectionClient } from "../../clients/selection-client.js";
-import { isCompositeDefinition } from "../../sdk/define-composite.js";
+import { isCompositeDefinition } from "@nodefabric/sdk";
 import type { LoadedHandlers } from "../atomic-executor/handler-loader.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { bearerHeaders } from "../../clients/service-tokens.js";

@@ -3,7 +3,7 @@
  * expression uses from its AST, and evaluating it into plain JSON.
  */
 import jsonata from "jsonata";
-import type { JsonValue } from "../../../sdk/types.js";
+import type { JsonValue } from "@nodefabric/sdk";
 
 /** A node of JSONata's parsed AST; its typings omit node types such as "path" and "bind", so this is looser. */
 interface AstNode {

@@ -4,7 +4,7 @@
  * plan and the inputs, never on which child finishes first: the executor numbers children by call order
  * to build their idempotency keys, and a replay after a crash must number them the same way.
  */
-import type { JsonObject, JsonValue } from "../../../sdk/types.js";
+import type { JsonObject, JsonValue } from "@nodefabric/sdk";
 import { compilePlan, type CompiledStep } from "./plan-compiler.js";
 import { jsonataBoolean, type ExpressionScope } from "./plan-expression.js";
 import { evaluateTemplate, TemplateEvaluationError, type Template } from "./plan-template.js";

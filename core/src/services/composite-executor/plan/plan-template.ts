@@ -2,7 +2,7 @@
  * A plan value as a template: JSON literals with `"{% … %}"` expressions at any depth, parsed once and
  * then evaluated many times (once per step, or once per item of a fan-out).
  */
-import type { JsonValue } from "../../../sdk/types.js";
+import type { JsonValue } from "@nodefabric/sdk";
 import { describeJsonataError, expressionSource, parseExpression, type ExpressionScope, type PlanExpression } from "./plan-expression.js";
 
 /** A compiled plan value. Subtrees without any expression collapse into one literal. */

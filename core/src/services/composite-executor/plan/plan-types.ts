@@ -3,7 +3,7 @@
  * and of what the interpreter needs from the composite executor.
  */
 import type { NodeTypeRef } from "@nodefabric/schemas";
-import type { JsonObject, JsonValue } from "../../../sdk/types.js";
+import type { JsonObject, JsonValue } from "@nodefabric/sdk";
 
 /** The extension key under which a composite NodeType carries its plan. */
 export const PLAN_EXTENSION_KEY = "nodefabric.plan";
