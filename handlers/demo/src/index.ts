@@ -3,7 +3,7 @@
  * an echo, a cancellable sleep, a failure on demand, and a GET of any upstream URL.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { defineAtomic, HandlerError, type JsonObject, type JsonValue } from "@nodefabric/core/sdk";
+import { defineAtomic, HandlerError, type JsonObject, type JsonValue } from "@nodefabric/sdk";
 
 const READ_ONLY = { gates: { side_effect_class: "read" as const } };
 

@@ -3,7 +3,7 @@
  * pick-and-run that lets Selection choose the child. A third example, `examples.plan-greet`, is a declarative plan
  * shipped as NodeType JSON (node-types/plan-greet.json) and published to the registry at run time.
  */
-import { defineComposite, HandlerError, type JsonObject } from "@nodefabric/core/sdk";
+import { defineComposite, HandlerError, type JsonObject } from "@nodefabric/sdk";
 
 const ECHO = { node_type_id: "demo.echo", version: "1.0.0" };
 

@@ -3,7 +3,7 @@
  * allow-list before anything connects to it, redirects are refused unless enabled (and then each hop is checked again),
  * the body is read as a stream and abandoned past the size limit, and the whole exchange has a timeout.
  */
-import { HandlerError, upstreamTimeoutError, upstreamUnavailableError } from "@nodefabric/core/sdk";
+import { HandlerError, upstreamTimeoutError, upstreamUnavailableError } from "@nodefabric/sdk";
 import { hostAllowed } from "./http-config.js";
 
 /** A request as the handler built it; header names are lower case. */

@@ -4,7 +4,7 @@
  * naming the field, and a good one costs nothing to read again.
  */
 import jsonata from "jsonata";
-import { HandlerError, type NodeTypeRef } from "@nodefabric/core/sdk";
+import { HandlerError, type NodeTypeRef } from "@nodefabric/sdk";
 import { parseTemplate, type Template } from "./url-template.js";
 
 /** The extension that configures `http.request` and the node types it implements. */

@@ -20,7 +20,7 @@
  * refused unless the executor's `executor.egress` allows them), and a secret is handed out only for a host the
  * operator bound it to (`executor.secret_hosts`). A node type's `allowed_hosts` only narrows that.
  */
-import { defineAtomic, HandlerError, OPENAPI_EXTENSION, retryAfterMs, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/core/sdk";
+import { defineAtomic, HandlerError, OPENAPI_EXTENSION, retryAfterMs, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/sdk";
 import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";

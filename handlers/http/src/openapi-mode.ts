@@ -18,7 +18,7 @@ import {
   type HandlerEgress,
   type HttpOperationDescriptor,
   type JsonObject,
-} from "@nodefabric/core/sdk";
+} from "@nodefabric/sdk";
 import { boundedExchange, checkEgress } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type HttpConfig } from "./http-config.js";
 

@@ -2,7 +2,7 @@
  * `{name}` templates of `nodefabric.http` (path, query values, header values): parsed once per node type, filled from
  * the inputs at each execution. A placeholder names an input, or a nested one with dots (`{location.city}`).
  */
-import { HandlerError } from "@nodefabric/core/sdk";
+import { HandlerError } from "@nodefabric/sdk";
 
 /** A parsed template: literal text and placeholders, in order. */
 export interface Template {

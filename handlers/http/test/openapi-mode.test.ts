@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { buildAtomicExecutor, buildNodeRegistry, handlersFromDefinitions, newId } from "@nodefabric/core";
-import type { HttpOperationDescriptor } from "@nodefabric/core/sdk";
+import type { HttpOperationDescriptor } from "@nodefabric/sdk";
 import { httpRequest } from "../src/index.js";
 
 // http.request running node types made from OpenAPI operations (extensions["nodefabric.openapi"]), published with no
