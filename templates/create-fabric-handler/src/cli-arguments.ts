@@ -3,7 +3,7 @@
  */
 import { parseArgs } from "node:util";
 import { UsageError } from "./errors.js";
-import { DEFAULT_CORE_SPEC } from "./package-manifest.js";
+import { DEFAULT_SDK_SPEC } from "./package-manifest.js";
 import { isTemplateName, TEMPLATE_NAMES, type TemplateName } from "./scaffold.js";
 
 /** The name used when none is given and nothing can be asked (without --from-openapi). */
@@ -26,10 +26,10 @@ Options:
                                or operationIds (comma-separated, repeatable)
       --dir <path>             where to create the package (default: ./<name without its scope>);
                                it must not exist or be empty
-      --core <spec>            the @nodefabric/core version spec written to package.json
-                               (default: ${DEFAULT_CORE_SPEC}; a file: spec tests a local build)
+      --sdk <spec>             the @nodefabric/sdk version spec written to package.json
+                               (default: ${DEFAULT_SDK_SPEC}; a file: spec tests a local build)
       --schemas <spec>         adds "overrides": { "@nodefabric/schemas": <spec> } to package.json,
-                               for installing a local build of @nodefabric/core (with --core file:…)
+                               for installing a local build of @nodefabric/sdk (with --sdk file:…)
   -y, --yes                    ask nothing: use the flags, and defaults for the rest
   -h, --help                   print this help
 
@@ -48,7 +48,7 @@ export interface CliArguments {
   include?: string[];
   exclude?: string[];
   dir?: string;
-  core?: string;
+  sdk?: string;
   schemas?: string;
   yes: boolean;
   help: boolean;
@@ -68,6 +68,8 @@ export function parseCliArguments(argv: string[]): CliArguments {
         include: { type: "string", multiple: true },
         exclude: { type: "string", multiple: true },
         dir: { type: "string" },
+        sdk: { type: "string" },
+        // Known only to say what replaced it.
         core: { type: "string" },
         schemas: { type: "string" },
         yes: { type: "boolean", short: "y" },
@@ -79,7 +81,10 @@ export function parseCliArguments(argv: string[]): CliArguments {
   }
   const { values, positionals } = parsed;
   if (positionals.length > 1) throw new UsageError(`expected at most one package name, got ${positionals.map((p) => JSON.stringify(p)).join(", ")}`);
-  for (const flag of ["template", "from-openapi", "dir", "core", "schemas"] as const) {
+  if (values.core !== undefined) {
+    throw new UsageError("--core is gone: generated packages depend on @nodefabric/sdk, not @nodefabric/core; give its spec with --sdk <spec>");
+  }
+  for (const flag of ["template", "from-openapi", "dir", "sdk", "schemas"] as const) {
     if (values[flag] !== undefined && values[flag].trim() === "") throw new UsageError(`--${flag} needs a value`);
   }
   const template = values.template;
@@ -99,7 +104,7 @@ export function parseCliArguments(argv: string[]): CliArguments {
     ...(include ? { include } : {}),
     ...(exclude ? { exclude } : {}),
     dir: values.dir,
-    core: values.core,
+    sdk: values.sdk,
     schemas: values.schemas,
     yes: values.yes ?? false,
     help: values.help ?? false,

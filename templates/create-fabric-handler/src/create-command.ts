@@ -83,7 +83,7 @@ async function create(args: CliArguments, env: CommandEnvironment): Promise<void
   const rendered = renderPackage({
     packageName,
     template,
-    coreSpec: args.core,
+    sdkSpec: args.sdk,
     schemasSpec: args.schemas,
     openApi,
     include: args.include,

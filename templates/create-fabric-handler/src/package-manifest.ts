@@ -3,10 +3,10 @@
  */
 
 /**
- * The @nodefabric/core range of the release this scaffolder ships with (core/package.json is 0.1.0; a test keeps the
+ * The @nodefabric/sdk range of the release this scaffolder ships with (sdk/package.json is 0.1.0; a test keeps the
  * two in step). On 0.x a minor is a breaking change for executors, so the caret range is the compatible one.
  */
-export const DEFAULT_CORE_SPEC = "^0.1.0";
+export const DEFAULT_SDK_SPEC = "^0.1.0";
 
 /** The tool versions generated packages are built and tested with (all work on Node 20). */
 export const TOOL_VERSIONS = {
@@ -21,9 +21,9 @@ export const TOOL_VERSIONS = {
 export interface PackageManifestOptions {
   packageName: string;
   description: string;
-  /** The spec of @nodefabric/core for devDependencies (a range, a tag, or `file:…` for a local build). */
-  coreSpec: string;
-  /** When given, `overrides["@nodefabric/schemas"]`: how core's own dependency is installed from a local build. */
+  /** The spec of @nodefabric/sdk for devDependencies (a range, a tag, or `file:…` for a local build). */
+  sdkSpec: string;
+  /** When given, `overrides["@nodefabric/schemas"]`: how the SDK's own dependency is installed from a local build. */
   schemasSpec?: string;
   /** True for a package whose NodeTypes are JSON files under node-types/ (published beside dist/). */
   shipsNodeTypes?: boolean;
@@ -31,7 +31,8 @@ export interface PackageManifestOptions {
 
 /**
  * The package.json object: discoverable by executors (`nodefabric.handlers`, the keyword), publishing only dist/,
- * with @nodefabric/core as a peer (the executor's copy serves the package) and as a dev dependency (to build and test).
+ * with @nodefabric/sdk as a peer (the executor's copy serves the package) and as a dev dependency (to build and test).
+ * Nothing in it builds native code: the SDK and its test harness are plain JavaScript.
  */
 export function packageManifest(options: PackageManifestOptions): Record<string, unknown> {
   return {
@@ -55,20 +56,20 @@ export function packageManifest(options: PackageManifestOptions): Record<string,
       prepublishOnly: "npm run build",
     },
     engines: { node: ">=20" },
-    peerDependencies: { "@nodefabric/core": peerSpecOf(options.coreSpec) },
-    devDependencies: sortedKeys({ "@nodefabric/core": options.coreSpec, ...TOOL_VERSIONS }),
+    peerDependencies: { "@nodefabric/sdk": peerSpecOf(options.sdkSpec) },
+    devDependencies: sortedKeys({ "@nodefabric/sdk": options.sdkSpec, ...TOOL_VERSIONS }),
     ...(options.schemasSpec === undefined ? {} : { overrides: { "@nodefabric/schemas": options.schemasSpec } }),
-    // Install scripts npm may ask to approve: better-sqlite3 (a dependency of core) builds its binding, esbuild (of tsup) checks its binary.
-    allowScripts: { "better-sqlite3": true, esbuild: true },
+    // The one install script of the tree npm may ask to approve: esbuild (of tsup) checks its binary.
+    allowScripts: { esbuild: true },
   };
 }
 
 /**
- * The peer range: the core spec itself when it is a registry range or tag, else (a `file:`, git or URL spec, used to
+ * The peer range: the SDK spec itself when it is a registry range or tag, else (a `file:`, git or URL spec, used to
  * test local builds) the default range, since a published package must not ask its users for a path on this machine.
  */
-export function peerSpecOf(coreSpec: string): string {
-  return /^[\w.^~<>=*| -]+$/.test(coreSpec) && !/^\./.test(coreSpec) ? coreSpec : DEFAULT_CORE_SPEC;
+export function peerSpecOf(sdkSpec: string): string {
+  return /^[\w.^~<>=*| -]+$/.test(sdkSpec) && !/^\./.test(sdkSpec) ? sdkSpec : DEFAULT_SDK_SPEC;
 }
 
 function sortedKeys(record: Record<string, string>): Record<string, string> {

@@ -7,7 +7,7 @@ import { ScaffoldError } from "./errors.js";
 import { HTTP_TEMPLATE_DOCUMENT } from "./http-template-document.js";
 import type { OpenApiDocument } from "@nodefabric/core/openapi";
 import { openApiPackage } from "./openapi-package.js";
-import { DEFAULT_CORE_SPEC, packageManifest } from "./package-manifest.js";
+import { DEFAULT_SDK_SPEC, packageManifest } from "./package-manifest.js";
 import { baseUrlSettingOf, nodeTypePrefixOf } from "./package-name.js";
 import { renderTemplateFolder, type GeneratedFile } from "./template-files.js";
 
@@ -33,8 +33,8 @@ export function isTemplateName(name: string): name is TemplateName {
 export interface PackageSpec {
   packageName: string;
   template: TemplateName;
-  /** @nodefabric/core spec for package.json (default DEFAULT_CORE_SPEC). */
-  coreSpec?: string;
+  /** @nodefabric/sdk spec for package.json (default DEFAULT_SDK_SPEC). */
+  sdkSpec?: string;
   /** When given, written as `overrides["@nodefabric/schemas"]`. */
   schemasSpec?: string;
   /** An OpenAPI document to make the node types from (template `http` only), as `loadOpenApi` of @nodefabric/core/openapi reads it. */
@@ -113,7 +113,7 @@ export function renderPackage(spec: PackageSpec): RenderedPackage {
   const manifest = packageManifest({
     packageName: spec.packageName,
     description: own.description,
-    coreSpec: spec.coreSpec ?? DEFAULT_CORE_SPEC,
+    sdkSpec: spec.sdkSpec ?? DEFAULT_SDK_SPEC,
     schemasSpec: spec.schemasSpec,
     shipsNodeTypes: own.shipsNodeTypes,
   });

@@ -60,7 +60,8 @@ describe("usage errors (exit code 2)", () => {
       [["Weather"], /invalid package name "Weather": name can no longer contain capital letters/],
       [["weather", "--from-openapi", fixture, "--template", "composite"], /--from-openapi makes an http package; drop --template composite/],
       [["one", "two"], /expected at most one package name/],
-      [["weather", "--core", ""], /--core needs a value/],
+      [["weather", "--sdk", ""], /--sdk needs a value/],
+      [["weather", "--core", "^0.1.0"], /--core is gone: generated packages depend on @nodefabric\/sdk, not @nodefabric\/core; give its spec with --sdk <spec>/],
       [["weather", "--dir"], /argument missing|--dir/],
     ];
     for (const [argv, message] of cases) {
@@ -118,12 +119,12 @@ describe("without a terminal (or with --yes)", () => {
     expect(manifestIn("packages/tides").name).toBe("@acme/fabric-tides");
   });
 
-  it("writes --core and --schemas into package.json", async () => {
-    const core = "file:/tmp/packs/nodefabric-core-0.1.0.tgz";
+  it("writes --sdk and --schemas into package.json", async () => {
+    const sdk = "file:/tmp/packs/nodefabric-sdk-0.1.0.tgz";
     const schemas = "file:/tmp/packs/nodefabric-schemas-0.1.0.tgz";
-    expect((await create(["weather", "--template", "http", "--core", core, "--schemas", schemas])).code).toBe(0);
+    expect((await create(["weather", "--template", "http", "--sdk", sdk, "--schemas", schemas])).code).toBe(0);
     const manifest = manifestIn("weather");
-    expect(manifest.devDependencies["@nodefabric/core"]).toBe(core);
+    expect(manifest.devDependencies["@nodefabric/sdk"]).toBe(sdk);
     expect(manifest.overrides).toEqual({ "@nodefabric/schemas": schemas });
   });
 

@@ -1,6 +1,6 @@
 /**
  * Runs a generated package's own test suite and typecheck against this workspace, without `npm install`: the package
- * is written to a temporary folder whose node_modules links to the workspace's (so @nodefabric/core is the workspace's
+ * is written to a temporary folder whose node_modules links to the workspace's (so @nodefabric/sdk is the workspace's
  * build, and vitest, nock, typescript are the workspace's). The lead's end-to-end test does the real install.
  */
 import { execFile } from "node:child_process";
@@ -34,8 +34,8 @@ export interface LinkedPackage {
 
 /** Writes `files` to a new temporary folder whose node_modules is the workspace's. */
 export function linkGeneratedPackage(files: GeneratedFile[]): LinkedPackage {
-  if (!existsSync(path.join(workspaceRoot, "core", "dist", "testing", "index.js"))) {
-    throw new Error("@nodefabric/core is not built: run `npm run build` at the workspace root first");
+  if (!existsSync(path.join(workspaceRoot, "sdk", "dist", "testing", "index.js"))) {
+    throw new Error("@nodefabric/sdk is not built: run `npm run build` at the workspace root first");
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), "cfh-generated-"));
   writePackage(dir, files);
@@ -86,8 +86,8 @@ export interface VitestReport {
  * installing and running each package on its own, and the same code runs.
  */
 export function linkGeneratedPackages(packages: Array<{ name: string; files: GeneratedFile[] }>): LinkedPackages {
-  if (!existsSync(path.join(workspaceRoot, "core", "dist", "testing", "index.js"))) {
-    throw new Error("@nodefabric/core is not built: run `npm run build` at the workspace root first");
+  if (!existsSync(path.join(workspaceRoot, "sdk", "dist", "testing", "index.js"))) {
+    throw new Error("@nodefabric/sdk is not built: run `npm run build` at the workspace root first");
   }
   const root = mkdtempSync(path.join(os.tmpdir(), "cfh-corpus-"));
   const dirs = new Map<string, string>();

@@ -5,7 +5,7 @@
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { createHandlerAjv, compileHandlerSchema } from "../../../core/src/http/handler-schemas.js";
+import { createHandlerAjv, compileHandlerSchema } from "@nodefabric/sdk/runtime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadOpenApi, type LoadedOpenApi } from "@nodefabric/core/openapi";
 import { openApiPackage, type TestedExchange } from "../src/openapi-package.js";

@@ -3,13 +3,13 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ScaffoldError } from "../src/errors.js";
-import { DEFAULT_CORE_SPEC, peerSpecOf } from "../src/package-manifest.js";
+import { DEFAULT_SDK_SPEC, peerSpecOf } from "../src/package-manifest.js";
 import { assertUsableTargetDirectory, renderPackage, TEMPLATE_NAMES, writePackage, type TemplateName } from "../src/scaffold.js";
 import { linkGeneratedPackage } from "./generated-package-runner.js";
 
-const corePackage = JSON.parse(readFileSync(new URL("../../../core/package.json", import.meta.url), "utf8")) as { version: string };
+const sdkPackage = JSON.parse(readFileSync(new URL("../../../sdk/package.json", import.meta.url), "utf8")) as { version: string };
 
-function filesOf(template: TemplateName, packageName = "@acme/fabric-weather", extra: { coreSpec?: string; schemasSpec?: string } = {}) {
+function filesOf(template: TemplateName, packageName = "@acme/fabric-weather", extra: { sdkSpec?: string; schemasSpec?: string } = {}) {
   const rendered = renderPackage({ packageName, template, ...extra });
   return { rendered, byPath: new Map(rendered.files.map((f) => [f.path, f.content])) };
 }
@@ -28,7 +28,7 @@ describe("the file set of each template", () => {
     expect(byPath.get("src/current-weather.ts")).toContain('node_type_id: "weather.current-weather"');
     expect(byPath.get("src/current-weather.ts")).toContain('BASE_URL_SETTING = "WEATHER_BASE_URL"');
     expect(byPath.get("src/index.ts")).toContain("export default [currentWeather]");
-    expect(byPath.get("test/handler.test.ts")).toContain('from "@nodefabric/core/testing"');
+    expect(byPath.get("test/handler.test.ts")).toContain('from "@nodefabric/sdk/testing"');
     expect(byPath.get("test/handler.test.ts")).toContain('import nock from "nock"');
   });
 
@@ -63,7 +63,7 @@ describe("the file set of each template", () => {
 });
 
 describe("the generated package.json", () => {
-  it("is discoverable, publishes dist (and an http package's node-types), and depends on @nodefabric/core as peer and dev dependency", () => {
+  it("is discoverable, publishes dist (and an http package's node-types), and depends on @nodefabric/sdk (not core) as peer and dev dependency", () => {
     for (const template of TEMPLATE_NAMES) {
       const manifest = manifestOf(filesOf(template).byPath);
       expect(manifest).toMatchObject({
@@ -78,9 +78,9 @@ describe("the generated package.json", () => {
         exports: { ".": { types: "./dist/index.d.ts", import: "./dist/index.js" } },
         scripts: { build: "tsup", test: "vitest run" },
         engines: { node: ">=20" },
-        peerDependencies: { "@nodefabric/core": DEFAULT_CORE_SPEC },
+        peerDependencies: { "@nodefabric/sdk": DEFAULT_SDK_SPEC },
         devDependencies: {
-          "@nodefabric/core": DEFAULT_CORE_SPEC,
+          "@nodefabric/sdk": DEFAULT_SDK_SPEC,
           tsup: "^8.5.0",
           typescript: "~5.9.3",
           vitest: "^4.0.0",
@@ -88,26 +88,29 @@ describe("the generated package.json", () => {
         },
       });
       expect(manifest.overrides).toBeUndefined();
+      // Nothing that builds native code or brings the fabric: the SDK is plain JavaScript.
+      expect(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies, ...manifest.peerDependencies })).not.toContain("@nodefabric/core");
+      expect(manifest.allowScripts).toEqual({ esbuild: true });
       expect(typeof manifest.description).toBe("string");
     }
   });
 
-  it("defaults the core range to the release of @nodefabric/core in this workspace", () => {
-    expect(DEFAULT_CORE_SPEC).toBe(`^${corePackage.version}`);
+  it("defaults the SDK range to the release of @nodefabric/sdk in this workspace", () => {
+    expect(DEFAULT_SDK_SPEC).toBe(`^${sdkPackage.version}`);
   });
 
-  it("writes --core to devDependencies, and to peerDependencies unless it points at this machine", () => {
-    const local = manifestOf(filesOf("atomic", "weather", { coreSpec: "file:/tmp/packs/nodefabric-core-0.1.0.tgz" }).byPath);
-    expect(local.devDependencies["@nodefabric/core"]).toBe("file:/tmp/packs/nodefabric-core-0.1.0.tgz");
-    expect(local.peerDependencies["@nodefabric/core"]).toBe(DEFAULT_CORE_SPEC);
+  it("writes --sdk to devDependencies, and to peerDependencies unless it points at this machine", () => {
+    const local = manifestOf(filesOf("atomic", "weather", { sdkSpec: "file:/tmp/packs/nodefabric-sdk-0.1.0.tgz" }).byPath);
+    expect(local.devDependencies["@nodefabric/sdk"]).toBe("file:/tmp/packs/nodefabric-sdk-0.1.0.tgz");
+    expect(local.peerDependencies["@nodefabric/sdk"]).toBe(DEFAULT_SDK_SPEC);
 
-    const ranged = manifestOf(filesOf("atomic", "weather", { coreSpec: ">=0.1.2 <0.2.0" }).byPath);
-    expect(ranged.devDependencies["@nodefabric/core"]).toBe(">=0.1.2 <0.2.0");
-    expect(ranged.peerDependencies["@nodefabric/core"]).toBe(">=0.1.2 <0.2.0");
+    const ranged = manifestOf(filesOf("atomic", "weather", { sdkSpec: ">=0.1.2 <0.2.0" }).byPath);
+    expect(ranged.devDependencies["@nodefabric/sdk"]).toBe(">=0.1.2 <0.2.0");
+    expect(ranged.peerDependencies["@nodefabric/sdk"]).toBe(">=0.1.2 <0.2.0");
 
     expect(peerSpecOf("latest")).toBe("latest");
-    expect(peerSpecOf("../core")).toBe(DEFAULT_CORE_SPEC);
-    expect(peerSpecOf("github:acme/core")).toBe(DEFAULT_CORE_SPEC);
+    expect(peerSpecOf("../sdk")).toBe(DEFAULT_SDK_SPEC);
+    expect(peerSpecOf("github:acme/sdk")).toBe(DEFAULT_SDK_SPEC);
   });
 
   it("writes --schemas as an override of @nodefabric/schemas", () => {
@@ -140,7 +143,7 @@ describe("the target directory", () => {
   });
 });
 
-// The generated tests themselves, run as `npm test` would run them, against this workspace's @nodefabric/core build.
+// The generated tests themselves, run as `npm test` would run them, against this workspace's @nodefabric/sdk build.
 describe.each(TEMPLATE_NAMES)("a package generated from the %s template", (template) => {
   it("passes its own tests and typecheck as generated", { timeout: 120_000 }, async () => {
     const generated = linkGeneratedPackage(filesOf(template, "@acme/fabric-weather").rendered.files);

@@ -1,6 +1,6 @@
 import { defineConfig } from "tsup";
 
-// One ESM bundle and its types; @nodefabric/core stays external (it is a peer dependency).
+// One ESM bundle and its types; @nodefabric/sdk stays external (it is a peer dependency).
 export default defineConfig({
   entry: { index: "src/index.ts" },
   format: ["esm"],

@@ -1,6 +1,6 @@
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { runHandler } from "@nodefabric/core/testing";
+import { runHandler } from "@nodefabric/sdk/testing";
 import { BASE_URL_SETTING, currentWeather } from "../src/index.js";
 
 // The upstream is someone else's: nock answers for it, and any other outbound request fails the test.

@@ -2,7 +2,7 @@
  * The composite node type `{{nodeTypePrefix}}.warmest-city`: reads the weather of several cities, one child NodeRun of
  * `{{nodeTypePrefix}}.current-weather` each, in parallel, and answers the warmest.
  */
-import { ChildFailedError, defineComposite, type JsonObject } from "@nodefabric/core/sdk";
+import { ChildFailedError, defineComposite, type JsonObject } from "@nodefabric/sdk";
 import { currentWeather, type CurrentWeatherOutputs } from "./current-weather.js";
 
 /** What `{{nodeTypePrefix}}.warmest-city` takes. */

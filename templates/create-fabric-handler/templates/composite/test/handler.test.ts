@@ -1,7 +1,7 @@
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ChildFailedError, type CompositeContext, type JsonObject, type NodeTypeRef } from "@nodefabric/core/sdk";
-import { runHandler } from "@nodefabric/core/testing";
+import { ChildFailedError, type CompositeContext, type JsonObject, type NodeTypeRef } from "@nodefabric/sdk";
+import { runHandler } from "@nodefabric/sdk/testing";
 import { BASE_URL_SETTING, currentWeather, warmestCity } from "../src/index.js";
 
 // The upstream is someone else's: nock answers for it, and any other outbound request fails the test.
@@ -36,7 +36,7 @@ describe("{{nodeTypePrefix}}.current-weather (atomic)", () => {
 });
 
 /**
- * A stand-in for the composite's context: `call` runs the atomic child through `runHandler` (a real executor) and
+ * A stand-in for the composite's context: `call` runs the atomic child through `runHandler` (the executor's own runtime) and
  * rejects with a ChildFailedError when it fails, as the fabric does. It covers the composite's own logic; whole-tree
  * behaviour (coordinator, policies, retries, events) is the fabric's, and is not exercised here.
  */

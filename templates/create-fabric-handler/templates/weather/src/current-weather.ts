@@ -2,7 +2,7 @@
  * The atomic node type `{{nodeTypePrefix}}.current-weather`, which reads the current temperature of a city from a
  * weather-style JSON API (`GET <base URL>/current?city=<city>`).
  */
-import { defineAtomic, HandlerError } from "@nodefabric/core/sdk";
+import { defineAtomic, HandlerError } from "@nodefabric/sdk";
 
 /** Where the upstream API lives unless the executor is configured otherwise. */
 export const DEFAULT_BASE_URL = "https://weather.example.com/v1";
