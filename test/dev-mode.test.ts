@@ -8,7 +8,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import Database from "better-sqlite3";
+import { openSqliteDatabase } from "../core/src/store/sqlite-driver.js";
 import { request } from "undici";
 import { validatorFor } from "@nodefabric/schemas";
 import { SERVICE_NAMES, loadConfig, startFabric, type RunningFabric } from "@nodefabric/core";
@@ -127,7 +127,7 @@ describe("a data folder made by an older version", () => {
     fs.chmodSync(dataDir, 0o755);
     for (const name of ["run-coordinator.db", "node-registry.db", "selection.db"]) {
       const file = path.join(dataDir, name);
-      const db = new Database(file);
+      const db = openSqliteDatabase(file);
       db.pragma("journal_mode = WAL");
       db.exec("CREATE TABLE IF NOT EXISTS t (x)");
       db.close();

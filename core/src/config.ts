@@ -10,6 +10,7 @@ import { DEFAULT_SERVICE_LIMITS, type ServiceLimits } from "./http/edge.js";
 import { AUTH_MODES, type AuthMode } from "./http/auth-plugin.js";
 import { checkAllowHost, parseCidr } from "./services/atomic-executor/egress-policy.js";
 import { checkSecretHost, secretHostsFromEnv } from "./services/atomic-executor/handler-secrets.js";
+import { parseSqliteDriver } from "./store/sqlite-driver.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -433,6 +434,12 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
     throw new ConfigError("invalid configuration: limits.headers_timeout_ms must not exceed limits.request_timeout_ms (the head is part of the request)");
   }
   checkEgressConfig(config.executor);
+  // The stores read FABRIC_SQLITE_DRIVER when they open; a value they cannot use stops the start here, with the rest.
+  try {
+    parseSqliteDriver((options.env ?? process.env).FABRIC_SQLITE_DRIVER);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
   return config;
 }
 

@@ -2,24 +2,32 @@ import { describe, expect, it } from "vitest";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
 import semver from "semver";
+import { openSqliteDatabase } from "../src/store/sqlite-driver.js";
 import { SqliteNodeTypeStore } from "../src/store/sqlite-node-type-store.js";
 import { nodeTypeStoreContract, storedNodeType } from "./store/node-type-store-contract.js";
+import { sqliteDrivers, unavailableSqliteDrivers, type DriverUnderTest } from "./support/sqlite-drivers.js";
 
 function tmpFile(): { dir: string; file: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-nts-"));
   return { dir, file: path.join(dir, "registry.db") };
 }
 
-nodeTypeStoreContract("SqliteNodeTypeStore", async () => {
-  const { dir, file } = tmpFile();
-  return {
-    store: new SqliteNodeTypeStore(file),
-    reopen: async () => new SqliteNodeTypeStore(file),
-    cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
-  };
-});
+for (const { name, reason } of unavailableSqliteDrivers) {
+  it.skip(`SqliteNodeTypeStore (${name}): not run, ${reason}`, () => {});
+}
+
+for (const driver of sqliteDrivers) {
+  nodeTypeStoreContract(`SqliteNodeTypeStore (${driver.name})`, async () => {
+    const { dir, file } = tmpFile();
+    return {
+      store: new SqliteNodeTypeStore(file, driver.options),
+      reopen: async () => new SqliteNodeTypeStore(file, driver.options),
+      cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
+    };
+  });
+  legacyFileSuite(driver);
+}
 
 // The sort key and schema the store wrote before versions other than semver were allowed, to build such a file here.
 function legacyKey(version: string): string {
@@ -42,14 +50,15 @@ const LEGACY_SCHEMA = `CREATE TABLE node_types (
    CREATE INDEX executor_node_types_by_executor ON executor_node_types (executor_instance_id);
    PRAGMA user_version = 1;`;
 
-describe("SqliteNodeTypeStore: a file written before any version string was allowed", () => {
+function legacyFileSuite(driver: DriverUnderTest): void {
+describe(`SqliteNodeTypeStore (${driver.name}): a file written before any version string was allowed`, () => {
   // Published out of semver order on purpose; "1.0.0-a+1b" gets, in the new encoding, the key "1.0.0-a.b" had before.
   const legacy = ["2.0.0", "1.0.0-a.b", "1.0.0", "1.0.0-a+1b", "1.0.0+b", "1.10.0-rc.1", "1.9.0"];
   const semverOrder = ["1.0.0-a+1b", "1.0.0-a.b", "1.0.0", "1.0.0+b", "1.9.0", "1.10.0-rc.1", "2.0.0"];
 
   function legacyFile(): { dir: string; file: string } {
     const t = tmpFile();
-    const db = new Database(t.file);
+    const db = openSqliteDatabase(t.file, driver.options);
     db.exec(LEGACY_SCHEMA);
     const insert = db.prepare(`INSERT INTO node_types VALUES (@node_type_id, @version, @version_key, @kind, @json, @published_at)`);
     for (const v of legacy) {
@@ -64,7 +73,7 @@ describe("SqliteNodeTypeStore: a file written before any version string was allo
   it("opens it, keeps every version in semver order, and takes versions of any kind from then on", async () => {
     const { dir, file } = legacyFile();
     try {
-      let store = new SqliteNodeTypeStore(file);
+      let store = new SqliteNodeTypeStore(file, driver.options);
       expect(await store.listVersions("old.type")).toEqual(semverOrder);
       expect((await store.latestNodeType("old.type"))?.version).toBe("2.0.0");
       expect((await store.getNodeType("old.type", "1.0.0-a+1b"))?.version).toBe("1.0.0-a+1b");
@@ -77,7 +86,7 @@ describe("SqliteNodeTypeStore: a file written before any version string was allo
       await store.close();
 
       // Opening the migrated file again changes nothing.
-      store = new SqliteNodeTypeStore(file);
+      store = new SqliteNodeTypeStore(file, driver.options);
       expect(await store.listVersions("old.type")).toEqual([...semverOrder.slice(0, 4), "1.5.0", ...semverOrder.slice(4), "v3"]);
       expect((await store.insertNodeType(storedNodeType("old.type", "v4"))).inserted).toBe(true);
       expect((await store.latestNodeType("old.type"))?.version).toBe("v4");
@@ -90,8 +99,8 @@ describe("SqliteNodeTypeStore: a file written before any version string was allo
   it("lets two stores open the same legacy file at once", async () => {
     const { dir, file } = legacyFile();
     try {
-      const a = new SqliteNodeTypeStore(file);
-      const b = new SqliteNodeTypeStore(file);
+      const a = new SqliteNodeTypeStore(file, driver.options);
+      const b = new SqliteNodeTypeStore(file, driver.options);
       expect(await b.listVersions("old.type")).toEqual(semverOrder);
       await a.insertNodeType(storedNodeType("old.type", "v9"));
       expect((await b.latestNodeType("old.type"))?.version).toBe("v9");
@@ -102,3 +111,4 @@ describe("SqliteNodeTypeStore: a file written before any version string was allo
     }
   });
 });
+}

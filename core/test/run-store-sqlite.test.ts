@@ -1,29 +1,39 @@
 /**
- * The RunStore contract against real SQLite files, plus what only the SQLite store promises.
+ * The RunStore contract against real SQLite files, plus what only the SQLite store promises, once per SQLite driver
+ * this Node can run (support/sqlite-drivers.ts), and a file written by one driver read and written by the other.
  */
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { openSqliteDatabase } from "../src/store/sqlite-driver.js";
 import { openSqliteRunStore, type SqliteRunStore } from "../src/store/sqlite-run-store.js";
 import { makeEvent, makeNodeRun, makeRun, runStoreContract, T0 } from "./store/run-store-contract.js";
+import { sqliteDrivers, unavailableSqliteDrivers, type DriverUnderTest } from "./support/sqlite-drivers.js";
 
 function tempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), "nf-"));
 }
 
-runStoreContract("SQLite", async () => {
-  const dir = tempDir();
-  const file = path.join(dir, "runs.db");
-  return {
-    store: openSqliteRunStore({ path: file }),
-    reopen: async () => openSqliteRunStore({ path: file }),
-    cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
-  };
-});
+for (const { name, reason } of unavailableSqliteDrivers) {
+  it.skip(`RunStore on SQLite (${name}): not run, ${reason}`, () => {});
+}
 
-describe("SqliteRunStore on its file", () => {
+for (const driver of sqliteDrivers) {
+  runStoreContract(`SQLite (${driver.name})`, async () => {
+    const dir = tempDir();
+    const file = path.join(dir, "runs.db");
+    return {
+      store: openSqliteRunStore({ path: file, ...driver.options }),
+      reopen: async () => openSqliteRunStore({ path: file, ...driver.options }),
+      cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
+    };
+  });
+  sqliteFileSuite(driver);
+}
+
+function sqliteFileSuite(driver: DriverUnderTest): void {
+describe(`SqliteRunStore on its file (${driver.name})`, () => {
   const dirs: string[] = [];
   const stores: SqliteRunStore[] = [];
   afterEach(async () => {
@@ -31,7 +41,8 @@ describe("SqliteRunStore on its file", () => {
     for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
   });
   function open(file: string): SqliteRunStore {
-    const store = openSqliteRunStore({ path: file });
+    const store = openSqliteRunStore({ path: file, ...driver.options });
+    expect(store.driver).toBe(driver.name);
     stores.push(store);
     return store;
   }
@@ -48,7 +59,7 @@ describe("SqliteRunStore on its file", () => {
     await store.apply({ runs: [run], events: [makeEvent(run.run_id)] });
     expect(fs.existsSync(file)).toBe(true);
 
-    const peek = new Database(file, { readonly: true });
+    const peek = openSqliteDatabase(file, driver.options);
     try {
       expect(peek.pragma("journal_mode", { simple: true })).toBe("wal");
       expect(peek.pragma("user_version", { simple: true })).toBe(1);
@@ -70,7 +81,7 @@ describe("SqliteRunStore on its file", () => {
     await first.close();
     const second = open(file);
     expect(await second.getRun(run.run_id)).toEqual(run);
-    const peek = new Database(file, { readonly: true });
+    const peek = openSqliteDatabase(file, driver.options);
     try {
       expect(peek.pragma("user_version", { simple: true })).toBe(1);
     } finally {
@@ -105,3 +116,4 @@ describe("SqliteRunStore on its file", () => {
     expect(await b.lastSeq(run.run_id)).toBe(1);
   });
 });
+}

@@ -1,7 +1,7 @@
 /**
- * Selection's CandidateSet store on SQLite (better-sqlite3, WAL).
+ * Selection's CandidateSet store on SQLite (node:sqlite or better-sqlite3, WAL).
  */
-import type Database from "better-sqlite3";
+import type { SqliteDatabase, SqliteDriverName, SqliteOpenOptions } from "./sqlite-driver.js";
 import type { CandidateSetStore, StoredCandidateSet } from "./candidate-set-store.js";
 import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 
@@ -19,12 +19,18 @@ const MIGRATIONS: string[] = [
 
 /** CandidateSetStore on one SQLite file. */
 export class SqliteCandidateSetStore implements CandidateSetStore {
-  private readonly db: Database.Database;
+  private readonly db: SqliteDatabase;
   private readonly stmt;
   private closed = false;
 
-  constructor(path: string) {
-    this.db = openSqlite(path);
+  /** The SQLite driver the file was opened with. */
+  get driver(): SqliteDriverName {
+    return this.db.driver;
+  }
+
+  /** `options` picks the SQLite driver (sqlite-driver.ts); by default node:sqlite where Node has it. */
+  constructor(path: string, options: SqliteOpenOptions = {}) {
+    this.db = openSqlite(path, options);
     migrateSqlite(this.db, MIGRATIONS);
     this.stmt = {
       insert: this.db.prepare(`INSERT INTO candidate_sets (id, subtask_id, json, created_at) VALUES (?, ?, ?, ?)`),

@@ -1,10 +1,10 @@
 /**
- * The Node Registry's store on SQLite (better-sqlite3, WAL). Versions are ordered by a sort key computed once, when a
+ * The Node Registry's store on SQLite (node:sqlite or better-sqlite3, WAL). Versions are ordered by a sort key computed once, when a
  * version is published (node-type-version-order.ts: semver by semver, any other version just above the highest semver
  * published before it), so listing and keyset pagination are plain index scans. `published_seq` numbers the versions
  * of each node type in publication order; with the versions, it is all the keys are computed from.
  */
-import type Database from "better-sqlite3";
+import type { SqliteDatabase, SqliteDriverName, SqliteOpenOptions } from "./sqlite-driver.js";
 import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 import type {
   ExecutorFilter,
@@ -53,7 +53,7 @@ const MIGRATIONS: string[] = [
  * rebuilds the order index (dropped first: an old key may equal another version's new key). Runs once, in one write
  * transaction; a store opening the file at the same time waits for it, then finds nothing to do.
  */
-function upgradeVersionOrder(db: Database.Database): void {
+function upgradeVersionOrder(db: SqliteDatabase): void {
   const current = () => (db.pragma("table_info(node_types)") as Array<{ name: string }>).some((c) => c.name === "published_seq");
   if (current()) return;
   db.transaction(() => {
@@ -90,13 +90,19 @@ const COLUMNS = "node_type_id, version, kind, json, published_at";
 
 /** NodeTypeStore on one SQLite file. */
 export class SqliteNodeTypeStore implements NodeTypeStore {
-  private readonly db: Database.Database;
+  private readonly db: SqliteDatabase;
   private readonly stmt;
   private readonly insertTx;
   private closed = false;
 
-  constructor(path: string) {
-    this.db = openSqlite(path);
+  /** The SQLite driver the file was opened with. */
+  get driver(): SqliteDriverName {
+    return this.db.driver;
+  }
+
+  /** `options` picks the SQLite driver (sqlite-driver.ts); by default node:sqlite where Node has it. */
+  constructor(path: string, options: SqliteOpenOptions = {}) {
+    this.db = openSqlite(path, options);
     migrateSqlite(this.db, MIGRATIONS);
     upgradeVersionOrder(this.db);
     const db = this.db;

@@ -3,7 +3,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import { openSqliteDatabase, type SqliteDatabase, type SqliteOpenOptions } from "./sqlite-driver.js";
 
 /**
  * Makes a database file (and its -wal and -shm companions, which SQLite creates with the file's own mode) readable and
@@ -26,13 +26,16 @@ function ownerOnly(file: string): void {
   }
 }
 
-/** Opens (creating its folder, 0700, and the file, 0600) a SQLite file in WAL mode, durable across a process crash. */
-export function openSqlite(file: string): Database.Database {
+/**
+ * Opens (creating its folder, 0700, and the file, 0600) a SQLite file in WAL mode, durable across a process crash, with
+ * node:sqlite or better-sqlite3 (sqlite-driver.ts: `options.driver`, else FABRIC_SQLITE_DRIVER, else the Node's own).
+ */
+export function openSqlite(file: string, options: SqliteOpenOptions = {}): SqliteDatabase {
   if (file !== ":memory:" && !file.startsWith("file:") && file !== "") {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     ownerOnly(file);
   }
-  const db = new Database(file);
+  const db = openSqliteDatabase(file, options);
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
@@ -44,7 +47,7 @@ export function openSqlite(file: string): Database.Database {
  * (`CREATE … IF NOT EXISTS`) and always replayed, so stores sharing one file never break each other; later steps
  * run once each.
  */
-export function migrateSqlite(db: Database.Database, migrations: readonly string[]): void {
+export function migrateSqlite(db: SqliteDatabase, migrations: readonly string[]): void {
   const current = db.pragma("user_version", { simple: true }) as number;
   const target = migrations.length;
   db.transaction(() => {

@@ -1,9 +1,9 @@
 /**
- * The coordinator's RunStore on SQLite (better-sqlite3, WAL, synchronous=NORMAL: a committed batch survives a
+ * The coordinator's RunStore on SQLite (node:sqlite or better-sqlite3, WAL, synchronous=NORMAL: a committed batch survives a
  * process crash or kill -9). Each record is kept as its whole JSON document beside the columns that queries need,
  * so a read is one index lookup and one JSON.parse, never a re-assembly.
  */
-import type Database from "better-sqlite3";
+import type { SqliteDatabase, SqliteDriverName, SqliteOpenOptions, SqliteStatement } from "./sqlite-driver.js";
 import type { RunEvent } from "@nodefabric/schemas";
 import {
   TERMINAL_STATES,
@@ -21,7 +21,7 @@ import {
 import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 
 /** Options of {@link openSqliteRunStore}. */
-export interface SqliteRunStoreOptions {
+export interface SqliteRunStoreOptions extends SqliteOpenOptions {
   /** The database file; created, with its directory, when missing. */
   path: string;
 }
@@ -198,7 +198,7 @@ export class UnknownRunError extends Error {
   }
 }
 
-function prepareAll(db: Database.Database) {
+function prepareAll(db: SqliteDatabase) {
   return {
     // Identity columns (tenant, request hash, parent, idempotency key, spec hash, depth, created_at) never change
     // after creation, so the upserts leave them, and the indexes built on them, untouched.
@@ -292,10 +292,10 @@ const MAX_CACHED = 50_000;
  * with exactly what the commit wrote, so they never differ from the file; a terminal record leaves memory.
  */
 export class SqliteRunStore implements RunStore {
-  private readonly db: Database.Database;
+  private readonly db: SqliteDatabase;
   private readonly stmt: ReturnType<typeof prepareAll>;
   /** listRuns statements, one per shape of filter, prepared on first use (an OR of filters would defeat indexes). */
-  private readonly listStatements = new Map<string, Database.Statement>();
+  private readonly listStatements = new Map<string, SqliteStatement>();
   private readonly applyTx: (batch: WriteBatch) => Applied;
   private readonly claimTx: (options: ClaimOptions) => NodeRunRow[];
   private readonly nextSeq = new Map<string, number>();
@@ -303,8 +303,13 @@ export class SqliteRunStore implements RunStore {
   private readonly nodeRunRows = new Map<string, NodeRunRow>();
   private closed = false;
 
+  /** The SQLite driver the file was opened with. */
+  get driver(): SqliteDriverName {
+    return this.db.driver;
+  }
+
   constructor(options: SqliteRunStoreOptions) {
-    const db = openSqlite(options.path);
+    const db = openSqlite(options.path, options);
     db.pragma("foreign_keys = ON");
     migrateSqlite(db, MIGRATIONS);
     this.db = db;
