@@ -95,3 +95,39 @@ describe("layering inside core", () => {
     expect(upward).toEqual([]);
   });
 });
+
+// The SDK (@nodefabric/sdk, in sdk/) is the floor below every floor of core: core imports it by its package name only,
+// and it imports nothing of core, so a handler package that installs it installs no fabric.
+describe("the SDK is a floor below core", () => {
+  const SDK_SRC = fileURLToPath(new URL("../../sdk/src", import.meta.url));
+  const specifiersOf = (file: string) => {
+    const text = readFileSync(file, "utf8");
+    return [
+      ...text.matchAll(/(?:^|[\n;])\s*(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]*?\s+from\s+)?["']([^"']+)["']/g),
+      ...text.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g),
+    ].map((m) => m[1]!);
+  };
+
+  it("sdk/src imports nothing of core: no path out of sdk/, no @nodefabric/core, no fastify, store or native module", () => {
+    const files = sourceFiles(SDK_SRC);
+    expect(files.length).toBeGreaterThan(15);
+    const bad = files.flatMap((f) =>
+      specifiersOf(f)
+        .filter((spec) => {
+          if (spec.startsWith(".")) return !path.resolve(path.dirname(f), spec).startsWith(path.dirname(SDK_SRC));
+          return /^(@nodefabric\/core|fastify|fastify-plugin|better-sqlite3|@cedar-policy\/|pg$|jose$)/.test(spec);
+        })
+        .map((spec) => `${path.relative(SDK_SRC, f)} -> ${spec}`),
+    );
+    expect(bad).toEqual([]);
+  });
+
+  it("core/src reaches the SDK only as @nodefabric/sdk, never by a path into sdk/", () => {
+    const byPath = [...graph.keys()].flatMap((f) =>
+      specifiersOf(path.join(SRC, f))
+        .filter((spec) => spec.startsWith(".") && path.resolve(path.dirname(path.join(SRC, f)), spec).startsWith(SDK_SRC))
+        .map((spec) => `${f} -> ${spec}`),
+    );
+    expect(byPath).toEqual([]);
+  });
+});
