@@ -38,6 +38,31 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   }
 }
 
+/** Waits until no process of `child`'s group is left, killing the group when it outlives `ms`. */
+async function groupGone(child: ChildProcess, ms: number): Promise<void> {
+  if (child.pid === undefined) return;
+  const alive = () => {
+    try {
+      process.kill(-child.pid!, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const deadline = Date.now() + ms;
+  while (alive()) {
+    if (Date.now() > deadline) {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // gone meanwhile
+      }
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export interface BackgroundCommand {
   output(): string;
   /** The service URLs the fabric's start banner listed. */
@@ -55,11 +80,13 @@ export function shBackground(line: string, options: { cwd: string; env: NodeJS.P
   const urls: Record<string, string> = {};
   const expected = options.expect ?? 7;
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // Stopped once the whole process group is gone, not just bash: the fabric it started may still hold its ports.
   const stop = async () => {
     killGroup(child, "SIGTERM");
     const timer = setTimeout(() => killGroup(child, "SIGKILL"), 10_000);
     await exited;
     clearTimeout(timer);
+    await groupGone(child, 10_000);
   };
   return new Promise((resolve, reject) => {
     const timeoutMs = options.timeoutMs ?? 300_000;
