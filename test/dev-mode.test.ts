@@ -8,7 +8,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { openSqliteDatabase } from "../core/src/store/sqlite-driver.js";
+import { nodeHasSqlite, openSqliteDatabase } from "../core/src/store/sqlite-driver.js";
 import { request } from "undici";
 import { validatorFor } from "@nodefabric/schemas";
 import { SERVICE_NAMES, loadConfig, startFabric, type RunningFabric } from "@nodefabric/core";
@@ -118,6 +118,9 @@ describe("a fabric without authentication", () => {
     // Still useful: the PDP says which policy file it loaded, by name.
     const pdp = await get(`${fabric.urls.pdp}/v1/health`);
     expect(pdp.body.checks[0]).toMatchObject({ name: "policy", status: "ok", message: "1 policy loaded from policy.cedar", details: { source: "policy.cedar", entities_source: "entities.json", policies: 1 } });
+    // And the coordinator, which SQLite library its store runs on: Node's own where it has one.
+    const coordinator = await get(`${fabric.urls["run-coordinator"]}/v1/health`);
+    expect(coordinator.body.checks).toContainEqual({ name: "store", status: "ok", details: { sqlite_driver: nodeHasSqlite() ? "node:sqlite" : "better-sqlite3" } });
   });
 });
 

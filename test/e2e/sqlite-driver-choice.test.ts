@@ -78,6 +78,8 @@ describe("an installation without better-sqlite3", () => {
       expect(r.status).toBe(200);
       expect(r.body.state).toBe("completed");
       expect(fabric.output()).not.toMatch(/ExperimentalWarning|SQLite is an experimental/);
+      const health = await call("GET", `${fabric.urls["run-coordinator"]}/v1/health`);
+      expect(health.body.checks).toContainEqual({ name: "store", status: "ok", details: { sqlite_driver: "node:sqlite" } });
     } finally {
       await fabric.stop();
     }

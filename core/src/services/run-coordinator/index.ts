@@ -16,7 +16,7 @@ import { HttpPolicyClient } from "../../clients/pdp-client.js";
 import { RegistryResolver, type NodeTypeResolver } from "../../engine/node-type-resolver.js";
 import { RunEngine, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
 import type { RunStore } from "../../store/run-store.js";
-import { openSqliteRunStore } from "../../store/sqlite-run-store.js";
+import { openSqliteRunStore, SqliteRunStore } from "../../store/sqlite-run-store.js";
 import { streamEvents } from "./event-stream.js";
 import { parsePreferWait } from "./prefer-wait.js";
 import { CoordinatorApi, callerOf, type RunListQuery } from "./coordinator-api.js";
@@ -87,7 +87,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     auth: options.auth && { ...options.auth, assignments: assignmentTokens, delegation: true },
     limits: options.limits,
     health: async () => [
-      { name: "store", status: "ok" },
+      // Which SQLite library the embedded store runs on (node:sqlite, or better-sqlite3 on older Node).
+      store instanceof SqliteRunStore
+        ? { name: "store", status: "ok", details: { sqlite_driver: store.driver === "node" ? "node:sqlite" : store.driver } }
+        : { name: "store", status: "ok" },
       {
         name: "policy",
         status: policy ? "ok" : "degraded",
