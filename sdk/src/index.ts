@@ -1,6 +1,8 @@
 /**
  * @nodefabric/sdk: what handler packages import. Kept light on purpose: no fastify, no HTTP client,
- * no Ajv and no store, so a handler package loads fast and pulls nothing native.
+ * no Ajv and no store, so a handler package loads fast and pulls nothing native. The test harness
+ * (`@nodefabric/sdk/testing`) and the executor's runtime (`@nodefabric/sdk/runtime`) bring Ajv and undici;
+ * this entry point brings neither.
  */
 export { defineAtomic, isAtomicDefinition, isDefinition, SDK_VERSION, DEFINITION_BRAND } from "./define-atomic.js";
 export { HandlerError, type HandlerErrorOptions } from "./handler-error.js";
