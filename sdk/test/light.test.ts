@@ -59,6 +59,20 @@ describe("@nodefabric/sdk stays light", () => {
     expect(loaded.filter((f) => HEAVY.test(f))).toEqual([]);
   });
 
+  it("its main entry point, what a handler module loads at run time, brings neither Ajv nor undici", async () => {
+    const script = `
+      import { createRequire } from "node:module";
+      const sdk = await import(${JSON.stringify(pathToFileURL(dist("index.js")).href)});
+      sdk.defineAtomic({ nodeType: { node_type_id: "light.only", version: "1.0.0" }, handler: () => ({}) });
+      console.log(JSON.stringify(Object.keys(createRequire(import.meta.url).cache)));
+    `;
+    const file = path.join(tmp, "main-only.mjs");
+    writeFileSync(file, script);
+    const { stdout } = await run(process.execPath, [file], { cwd: tmp });
+    const cjs = JSON.parse(stdout.trim().split("\n").pop()!) as string[];
+    expect(cjs.filter((f) => /[\\/]node_modules[\\/](ajv|ajv-formats|undici|json-schema-faker)[\\/]/.test(f) || HEAVY.test(f))).toEqual([]);
+  });
+
   it("depends on nothing that brings the fabric or a native build, however deep", () => {
     // The install tree of sdk/package.json's dependencies, resolved the way Node resolves them from each package.
     const seen = new Map<string, string>();
