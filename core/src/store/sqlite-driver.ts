@@ -116,17 +116,23 @@ function makeTransaction<A extends unknown[], R>(db: Runner, fn: (...args: A) =>
     try {
       result = fn(...args);
       if (result instanceof Promise) throw new TypeError("a transaction function cannot return a promise");
+      // Inside the try: a COMMIT that fails (the file busy past busy_timeout) leaves the transaction open, to roll back.
+      db.exec(nested ? `RELEASE ${name}` : "COMMIT");
     } catch (err) {
-      if (nested) {
-        db.exec(`ROLLBACK TO ${name}`);
-        db.exec(`RELEASE ${name}`);
-      } else if (db.inTransaction()) {
-        // SQLite may already have rolled back (a full disk, an interrupt); then there is nothing left to undo.
-        db.exec("ROLLBACK");
+      // SQLite may already have rolled the whole transaction back (a full disk, an interrupt): then there is nothing
+      // left to undo, and the body's error is the one to report.
+      try {
+        if (nested) {
+          db.exec(`ROLLBACK TO ${name}`);
+          db.exec(`RELEASE ${name}`);
+        } else if (db.inTransaction()) {
+          db.exec("ROLLBACK");
+        }
+      } catch {
+        // see above
       }
       throw err;
     }
-    db.exec(nested ? `RELEASE ${name}` : "COMMIT");
     return result;
   };
   const tx = ((...args: A) => run("BEGIN", args)) as SqliteTransaction<A, R>;
@@ -267,10 +273,15 @@ function openWithNodeSqlite(file: string): SqliteDatabase {
   const runner: Runner = {
     exec: (sql) => {
       const prepared = control.get(sql);
-      if (prepared) prepared.run();
-      else db.exec(sql);
+      try {
+        if (prepared) prepared.run();
+        else db.exec(sql);
+      } finally {
+        // A failed ROLLBACK means no transaction was left to roll back.
+        if (sql === "ROLLBACK") depth = 0;
+      }
       if (sql === "BEGIN" || sql === "BEGIN IMMEDIATE") depth = 1;
-      else if (sql === "COMMIT" || sql === "ROLLBACK") depth = 0;
+      else if (sql === "COMMIT") depth = 0;
     },
     // isTransaction (Node 24, 22.16) sees a rollback SQLite did by itself; older Node counts what was begun here.
     inTransaction: () => (db.isTransaction ?? depth > 0) === true,
