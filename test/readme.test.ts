@@ -147,6 +147,13 @@ async function portsFree(urls: string[]): Promise<boolean> {
   return !listening.some(Boolean);
 }
 
+/** A fabric's output from its start banner on (not the install and build before it), at most its last 4,000 characters. */
+function sinceBanner(command: BackgroundCommand): string {
+  const output = command.output();
+  const banner = output.lastIndexOf("NodeFabric ");
+  return output.slice(Math.max(banner, 0)).slice(-4000);
+}
+
 interface ScriptResult {
   code: number | null;
   /** The output of each command, in order, for those that started. */
@@ -202,6 +209,8 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
   let work: string;
   let copy: string;
   let env: NodeJS.ProcessEnv;
+  /** What `npm install` needs besides: on Node 20, where better-sqlite3's prebuild is (other npm commands warn of it). */
+  let installEnv: NodeJS.ProcessEnv;
   let fabric: { block: ReadmeBlock; commands: BackgroundCommand[] } | undefined;
   /** Set when a block that starts a fabric failed: the blocks after it cannot run. */
   let broken: string | undefined;
@@ -247,9 +256,9 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
       npm_config_audit: "false",
       npm_config_fund: "false",
       npm_config_update_notifier: "false",
-      // On Node 20, better-sqlite3 from this repository's build instead of two minutes of compiling.
-      ...(await localBetterSqlitePrebuild(path.join(work, "prebuilds"))),
     });
+    // On Node 20, better-sqlite3 from this repository's build instead of two minutes of compiling.
+    installEnv = { ...env, ...(await localBetterSqlitePrebuild(path.join(work, "prebuilds"))) };
     if (!(await portsFree(Object.values(readmeUrls)))) {
       throw new Error(`a port of ${Object.values(readmeUrls).join(", ")} is in use: the README's fabric needs them all (stop what listens there)`);
     }
@@ -258,7 +267,7 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
   afterAll(async () => {
     await stopFabric().catch(() => undefined);
     if (work) rmSync(work, { recursive: true, force: true });
-  }, 30_000);
+  }, 60_000);
 
   it("the README's table lists the seven services", () => {
     expect(Object.keys(readmeUrls).sort()).toEqual(["atomic-executor", "composite-executor", "node-registry", "pdp", "run-coordinator", "run-gateway", "selection"]);
@@ -267,8 +276,9 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
   for (const b of runBlocks) {
     const background = b.commands.filter(isLongRunning);
     const foreground = b.commands.filter((c) => !isLongRunning(c));
-    // The first block installs and builds everything: the longest by far.
-    const timeoutMs = background.some((c) => c.includes("npm install")) ? 240_000 : 90_000;
+    // A block that installs (the first: it installs and builds everything) is the longest by far.
+    const installs = b.commands.some((c) => /\bnpm (install|i|ci)\b/.test(c));
+    const timeoutMs = installs ? 300_000 : 90_000;
     const first = b.commands[0]!.length > 60 ? `${b.commands[0]!.slice(0, 60)}…` : b.commands[0]!;
     it(`${where(b)}: runs \`${first}\`${b.commands.length > 1 ? ` and ${b.commands.length - 1} more` : ""}`, async () => {
       if (broken) throw new Error(`${where(b)} was not run: ${broken}`);
@@ -278,7 +288,7 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
         fabric = { block: b, commands: started };
         try {
           for (const c of background) {
-            started.push(await shBackground(c, { cwd: copy, env, expect: 7, timeoutMs: timeoutMs - 30_000 }));
+            started.push(await shBackground(c, { cwd: copy, env: installs ? installEnv : env, expect: 7, timeoutMs: timeoutMs - 30_000 }));
           }
           const urls = started.at(-1)!.urls;
           // The fabric listens where the README's table says.
@@ -301,9 +311,9 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
         }
       }
       if (foreground.length === 0) return;
-      const result = await runScript(foreground, { cwd: copy, env, file: path.join(work, `readme-line-${b.line}.sh`), timeoutMs });
+      const result = await runScript(foreground, { cwd: copy, env: installs ? installEnv : env, file: path.join(work, `readme-line-${b.line}.sh`), timeoutMs });
       const failed = foreground[result.outputs.length - 1];
-      const fabricOutput = fabric ? `\n--- the fabric's output (${where(fabric.block)}):\n${fabric.commands.map((c) => c.output()).join("\n").slice(-4000)}` : "";
+      const fabricOutput = fabric ? `\n--- the fabric's output since it started (${where(fabric.block)}):\n${fabric.commands.map(sinceBanner).join("\n")}` : "";
       if (result.timedOut) throw new Error(`${where(b)}: \`${failed}\` did not finish in ${timeoutMs} ms:\n${result.transcript}${fabricOutput}`);
       if (result.code !== 0) throw new Error(`${where(b)}: \`${failed}\` exited ${result.code}:\n${result.transcript}${fabricOutput}`);
       expect(result.outputs.length).toBe(foreground.length);
