@@ -62,6 +62,12 @@ if (pub.length === 0) fail(2, "no public workspace packages to release");
 const { version, problems } = checkVersions(all);
 if (problems.length > 0) fail(2, `the packages cannot be released as they are:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
 console.log(`  ${pub.length} public packages, all at version ${version}; every internal dependency names ${version}`);
+// npm packs the working tree, not a commit: say so when it differs from the last commit.
+const git = spawnSync("git", ["status", "--porcelain", "--", ...pub.map((p) => p.dir)], { cwd: root, encoding: "utf8" });
+if (git.status === 0 && git.stdout.trim() !== "") {
+  const n = git.stdout.trim().split("\n").length;
+  console.log(`  note: ${n} uncommitted change${n === 1 ? "" : "s"} in the package folders (git status); npm packs the files as they are now`);
+}
 
 // (b) dependency order
 step(2, "Ordering the packages by their internal dependencies");
