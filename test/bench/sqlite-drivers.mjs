@@ -10,13 +10,18 @@
  *   - the reads of a follower: getRun and listEvents per finished run, getNodeRun per claimed NodeRun.
  * Both drivers run the same statements on a real file each, WAL mode, synchronous=NORMAL, busy_timeout=5000 (as
  * openSqlite sets), rounds interleaved, and the medians and the ratio node:sqlite / better-sqlite3 come from the
- * same run.
+ * same run. Measured twice: the bare statements on each driver, then the same tick through core's own
+ * SqliteRunStore on each (apply, claim, getNodeRun, getRun, listEvents; built from source with esbuild), which adds
+ * the SQLite face of core/src/store/sqlite-driver.ts and the store's caches.
  *
  *   node test/bench/sqlite-drivers.mjs [--rounds 7] [--ticks 400] [--batch 32] [--better-sqlite3-binding FILE]
  *
  * --better-sqlite3-binding (or $BETTER_SQLITE3_BINDING) names a better_sqlite3.node built for the running Node, when
  * the one in node_modules was built for another (.ci/node.sh builds one into its cache).
- * Prints one JSON line per driver and one for the ratio, then a markdown table.
+ * Prints one JSON line per level and driver and one per level for the ratio, then a markdown table.
+ *
+ * On Node 24.21, 2 cores, 2026-11-25 (better-sqlite3 12.11.1 built for it): statements 528 vs 529 ticks/s (ratio 0.99),
+ * SqliteRunStore 485 vs 472 ticks/s (ratio 1.02), about 2 ms per tick of 32 new and 32 finished runs.
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -208,16 +213,122 @@ function workload(name, open, dir) {
   return { db, file, tick };
 }
 
+// ------------------------------------------------------------------ the same tick through the real SqliteRunStore
+
+/**
+ * Builds core's SqliteRunStore (and the SQLite face under it) from source with esbuild, into node_modules/.cache so
+ * better-sqlite3 resolves from there as it does from core; undefined when esbuild is not installed.
+ */
+async function loadRunStore() {
+  let esbuild;
+  try {
+    esbuild = await import("esbuild");
+  } catch {
+    return undefined;
+  }
+  const repo = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../..");
+  const outfile = path.join(repo, "node_modules/.cache/nodefabric-bench/sqlite-run-store.mjs");
+  await esbuild.build({
+    entryPoints: [path.join(repo, "core/src/store/sqlite-run-store.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    outfile,
+    external: ["better-sqlite3", "@nodefabric/schemas"],
+    logLevel: "silent",
+  });
+  return import(`${outfile}?t=${Date.now()}`);
+}
+
+function storeWorkload(mod, name, driver, dir) {
+  const options = { path: path.join(dir, `store-${name.replace(":", "-")}.db`), driver };
+  if (driver === "better-sqlite3" && BINDING) options.nativeBinding = BINDING;
+  const store = mod.openSqliteRunStore(options);
+  let next = 0;
+  let now = 1_000_000;
+  let claimed = [];
+  const ev = (run_id, node_run_id, type) => (node_run_id ? { run_id, node_run_id, type, time: TIME } : { run_id, type, time: TIME });
+  async function tick() {
+    now += 1;
+    const finished = claimed;
+    const runs = [];
+    const nodeRuns = [];
+    const events = [];
+    for (let i = 0; i < BATCH; i++) {
+      const id = String(next++).padStart(10, "0");
+      const run_id = `run_${id}`;
+      const node_run_id = `nr_${id}`;
+      runs.push({ run_id, tenant_id: null, state: "running", run: JSON.parse(runDoc(run_id, "running")), request_hash: "h", deadline_at: null, created_at: now });
+      nodeRuns.push({ node_run_id, run_id, parent_node_run_id: null, state: "queued", node_run: JSON.parse(nodeRunDoc(node_run_id, run_id, "queued")), attempt: 1, available_at: now, lease_owner: null, lease_expires_at: null, approval_id: null, idempotency_key: null, spec_hash: null, depth: 0, created_at: now });
+      events.push(ev(run_id, undefined, "run_started"), ev(run_id, node_run_id, "node_run_created"));
+    }
+    for (const n of finished) {
+      nodeRuns.push({ ...n, state: "completed", node_run: JSON.parse(nodeRunDoc(n.node_run_id, n.run_id, "completed")), lease_owner: null, lease_expires_at: null });
+      runs.push({ run_id: n.run_id, tenant_id: null, state: "completed", run: JSON.parse(runDoc(n.run_id, "completed")), request_hash: "h", deadline_at: null, created_at: n.created_at });
+      events.push(ev(n.run_id, n.node_run_id, "node_run_completed"), ev(n.run_id, undefined, "run_completed"));
+    }
+    await store.apply({ runs, nodeRuns, events });
+    claimed = await store.claim({ owner: "c1", now, limit: BATCH, leaseMs: 30_000 });
+    let rows = claimed.length;
+    for (const n of claimed) rows += (await store.getNodeRun(n.node_run_id)) ? 1 : 0;
+    for (const n of finished) {
+      rows += (await store.getRun(n.run_id)) ? 1 : 0;
+      rows += (await store.listEvents(n.run_id, -1, 100)).length;
+    }
+    return rows;
+  }
+  return { tick, close: () => store.close(), driver: store.driver };
+}
+
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
+/** Warm-up, then rounds interleaved so drift on a shared machine hits both drivers alike; one result per driver. */
+async function measure(level, drivers) {
+  for (const d of drivers) for (let i = 0; i < Math.min(100, TICKS); i++) await d.tick();
+  for (const d of drivers) d.ticksPerS = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const d of r % 2 ? [...drivers].reverse() : drivers) {
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < TICKS; i++) await d.tick();
+      const us = Number(process.hrtime.bigint() - t0) / 1000;
+      d.ticksPerS.push((TICKS * 1e6) / us);
+    }
+  }
+  const results = drivers.map((d) => ({
+    level,
+    driver: d.name,
+    version: d.version,
+    node: process.version,
+    rounds: ROUNDS,
+    ticks_per_round: TICKS,
+    batch: BATCH,
+    ticks_per_s: Math.round(median(d.ticksPerS)),
+    us_per_tick: Math.round(1e7 / median(d.ticksPerS)) / 10,
+    // Per tick: BATCH runs created and BATCH finished, each with 2 upserts and 2 events.
+    rows_written_per_s: Math.round(median(d.ticksPerS) * BATCH * 8),
+  }));
+  for (const r of results) console.log(JSON.stringify(r));
+  const b = drivers.find((d) => d.name === "better-sqlite3");
+  const n = drivers.find((d) => d.name === "node:sqlite");
+  let ratio;
+  if (b && n) {
+    // Each round's pair, then the median of those: the fairest ratio when the machine's speed drifts.
+    ratio = Math.round(median(n.ticksPerS.map((x, i) => x / b.ticksPerS[i])) * 100) / 100;
+    console.log(JSON.stringify({ level, ratio_node_sqlite_over_better_sqlite3: ratio }));
+  }
+  return { results, ratio };
+}
+
 // ------------------------------------------------------------------ main
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-sqlite-bench-"));
+const table = [];
 try {
-  const drivers = [];
+  const raw = [];
   for (const [name, open] of [["better-sqlite3", openBetter], ["node:sqlite", openNode]]) {
     let w;
     try {
@@ -230,45 +341,31 @@ try {
       console.error(`${name}: not measured: Node ${process.version} has no node:sqlite`);
       continue;
     }
-    drivers.push({ name, version: w.db.version, w, ticksPerS: [], usPerTick: [] });
+    raw.push({ name, version: w.db.version, tick: w.tick, close: () => w.db.close() });
   }
-  // Warm-up, then rounds interleaved so drift on a shared machine hits both drivers alike.
-  for (const d of drivers) for (let i = 0; i < Math.min(100, TICKS); i++) d.w.tick();
-  for (let r = 0; r < ROUNDS; r++) {
-    for (const d of r % 2 ? [...drivers].reverse() : drivers) {
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < TICKS; i++) d.w.tick();
-      const us = Number(process.hrtime.bigint() - t0) / 1000;
-      d.usPerTick.push(us / TICKS);
-      d.ticksPerS.push((TICKS * 1e6) / us);
+  table.push(await measure("statements", raw));
+  for (const d of raw) d.close();
+
+  const mod = await loadRunStore();
+  if (!mod) console.error("SqliteRunStore: not measured: esbuild is not installed");
+  else {
+    const stores = [];
+    for (const d of raw) {
+      const w = storeWorkload(mod, d.name, d.name === "node:sqlite" ? "node" : "better-sqlite3", dir);
+      stores.push({ name: d.name, version: d.version, tick: w.tick, close: w.close });
     }
+    table.push(await measure("SqliteRunStore", stores));
+    for (const d of stores) await d.close();
   }
-  const results = drivers.map((d) => ({
-    driver: d.name,
-    version: d.version,
-    node: process.version,
-    rounds: ROUNDS,
-    ticks_per_round: TICKS,
-    batch: BATCH,
-    ticks_per_s: Math.round(median(d.ticksPerS)),
-    us_per_tick: Math.round(median(d.usPerTick) * 10) / 10,
-    // Per tick: BATCH runs created and BATCH finished, so rows written = 2 upserts + 2 events for each.
-    rows_written_per_s: Math.round(median(d.ticksPerS) * BATCH * 8),
-  }));
-  for (const r of results) console.log(JSON.stringify(r));
-  const [better, node] = ["better-sqlite3", "node:sqlite"].map((n) => results.find((r) => r.driver === n));
-  let ratio;
-  if (better && node) {
-    // Each round's pair, then the median of those: the fairest ratio when the machine's speed drifts.
-    const b = drivers.find((d) => d.name === "better-sqlite3");
-    const n = drivers.find((d) => d.name === "node:sqlite");
-    ratio = Math.round(median(n.ticksPerS.map((x, i) => x / b.ticksPerS[i])) * 100) / 100;
-    console.log(JSON.stringify({ ratio_node_sqlite_over_better_sqlite3: ratio }));
+
+  console.log("\n| Level | Driver | Version | ticks/s | µs per tick | rows written/s |\n|---|---|---|---|---|---|");
+  for (const { results } of table) {
+    for (const r of results) console.log(`| ${r.level} | ${r.driver} | ${r.version} | ${r.ticks_per_s} | ${r.us_per_tick} | ${r.rows_written_per_s} |`);
   }
-  console.log("\n| Driver | Version | ticks/s | µs per tick | rows written/s |\n|---|---|---|---|---|");
-  for (const r of results) console.log(`| ${r.driver} | ${r.version} | ${r.ticks_per_s} | ${r.us_per_tick} | ${r.rows_written_per_s} |`);
-  if (ratio !== undefined) console.log(`\nnode:sqlite / better-sqlite3 (ticks/s, median of per-round ratios): ${ratio}`);
-  for (const d of drivers) d.w.db.close();
+  console.log("");
+  for (const { results, ratio } of table) {
+    if (ratio !== undefined) console.log(`${results[0].level}: node:sqlite / better-sqlite3 (ticks/s, median of per-round ratios): ${ratio}`);
+  }
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
 }
