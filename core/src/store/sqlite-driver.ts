@@ -6,7 +6,9 @@
  * as Buffers, `pluck()`, and transaction functions with `.immediate`.
  *
  * `FABRIC_SQLITE_DRIVER=node|better-sqlite3` forces one; by default node:sqlite where Node has it. Measured on Node 24
- * with the run store's tick (test/bench/sqlite-drivers.mjs), node:sqlite runs at about 0.96x better-sqlite3.
+ * with the run store's tick (test/bench/sqlite-drivers.mjs), node:sqlite runs at 0.96-1.02x better-sqlite3; and
+ * better-sqlite3 12 built against Node 24.19+ headers can abort the process when the garbage collector frees one of
+ * its objects (nodejs/node#65446), which node:sqlite cannot.
  */
 import { createRequire } from "node:module";
 
