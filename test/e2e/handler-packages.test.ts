@@ -40,19 +40,27 @@ async function startUpstream(answer: (req: IncomingMessage) => { status: number;
 
 const README_NAME = "my-api";
 
-/** The README's commands, for the package `name` scaffolded with `scaffold` instead of `my-api --template atomic`. */
+/** The README's "Use NodeFabric" commands, as written there for `my-api`. */
+const README_COMMANDS = {
+  create: readmeCommand("npm create fabric-handler@latest my-api -- --template atomic"),
+  build: readmeCommand("cd my-api && npm install && npm test && npm run build && npm publish"),
+  // Node 20 has no node:sqlite: there the README installs better-sqlite3 beside the fabric.
+  install: nodeHasSqlite()
+    ? readmeCommand("npm install @nodefabric/core my-api")
+    : readmeCommand("npm install @nodefabric/core better-sqlite3 my-api && npm install-scripts approve better-sqlite3"),
+  dev: readmeCommand("npx fabric dev --discover ."),
+  run: readmeCommand(`npx fabric run my-api.current-weather --input '{"city":"Oslo"}'`),
+  npxDev: nodeHasSqlite() ? readmeCommand("npx @nodefabric/core dev") : readmeCommand("npx --allow-scripts=better-sqlite3 -p @nodefabric/core -p better-sqlite3 fabric dev"),
+};
+
+/** The same commands for the package `name` scaffolded with `scaffold` instead of `my-api --template atomic`. */
 function commandsFor(name: string, scaffold: string) {
   const swap = (c: string) => c.replaceAll(README_NAME, name);
   return {
-    create: swap(readmeCommand(`npm create fabric-handler@latest ${README_NAME} -- --template atomic`)).replace("--template atomic", scaffold),
-    build: swap(readmeCommand(`cd ${README_NAME} && npm install && npm test && npm run build && npm publish`)),
-    // On Node 20, which has no node:sqlite, the README has the fabric install better-sqlite3 too.
-    install: swap(
-      nodeHasSqlite()
-        ? readmeCommand(`npm install @nodefabric/core ${README_NAME}`)
-        : readmeCommand(`npm install @nodefabric/core better-sqlite3 ${README_NAME}`),
-    ),
-    dev: readmeCommand("npx fabric dev --discover ."),
+    create: swap(README_COMMANDS.create).replace("--template atomic", scaffold),
+    build: swap(README_COMMANDS.build),
+    install: swap(README_COMMANDS.install),
+    dev: README_COMMANDS.dev,
   };
 }
 
@@ -81,7 +89,7 @@ const JOURNEYS: Journey[] = [
     baseUrlSetting: "MY_API_BASE_URL",
     upstreamPath: "/v1",
     answer: weatherAnswer,
-    run: readmeCommand(`npx fabric run ${README_NAME}.current-weather --input '{"city":"Oslo"}'`),
+    run: README_COMMANDS.run,
     expectOutputs: { city: "Oslo", temperature_c: 11, observed_at: READING.observed_at },
     nodeTypes: [`${README_NAME}.current-weather`],
   },
@@ -122,13 +130,16 @@ describe("the release: published to a registry, then the README's commands from 
   let registry: LocalRegistry;
   /** The user's environment: npm knows only the local registry. */
   let env: NodeJS.ProcessEnv;
+  /** For the commands that install the fabric: on Node 20, this repository's better-sqlite3 build as a prebuild. */
+  let fabricInstallEnv: NodeJS.ProcessEnv;
   const background: BackgroundCommand[] = [];
   const upstreams: Upstream[] = [];
 
   beforeAll(async () => {
     work = mkdtempSync(path.join(os.tmpdir(), "nf-release-"));
     registry = await startLocalRegistry(path.join(work, "registry"));
-    env = { ...registry.env, ...(await localBetterSqlitePrebuild(path.join(work, "prebuilds"))) };
+    env = registry.env;
+    fabricInstallEnv = { ...env, ...(await localBetterSqlitePrebuild(path.join(work, "prebuilds"))) };
     // The release flow, as a maintainer runs it (built and tested already by `npm test`).
     const released = await sh(`node scripts/release.mjs --publish --registry ${registry.url} --skip-build --skip-tests`, { cwd: repo, env: registry.env, timeoutMs: 300_000 });
     expect(released.output).toMatch(/create-fabric-handler/);
@@ -155,9 +166,9 @@ describe("the release: published to a registry, then the README's commands from 
   it("`npx @nodefabric/core dev` starts a fabric in an empty folder", async () => {
     const dir = path.join(work, "npx-dev");
     mkdirSync(dir);
-    const line = nodeHasSqlite() ? readmeCommand("npx @nodefabric/core dev") : readmeCommand("npx -p @nodefabric/core -p better-sqlite3 fabric dev");
+    const line = README_COMMANDS.npxDev;
     const base = await freePortBase();
-    const fabric = await shBackground(line, { cwd: dir, env: { ...env, FABRIC_PORT_BASE: String(base), npm_config_yes: "true" }, timeoutMs: 400_000 });
+    const fabric = await shBackground(line, { cwd: dir, env: { ...fabricInstallEnv, FABRIC_PORT_BASE: String(base), npm_config_yes: "true" }, timeoutMs: 400_000 });
     background.push(fabric);
     const health = await call("GET", `${fabric.urls["run-gateway"]}/v1/health`);
     expect(health.status).toBe(200);
@@ -184,10 +195,14 @@ describe("the release: published to a registry, then the README's commands from 
       const built = await sh(cmds.build, { cwd: author, env, timeoutMs: 400_000 });
       // eslint-disable-next-line no-control-regex
       expect(built.output.replace(/\u001b\[[0-9;]*m/g, "")).toMatch(/Tests\s+\d+ passed/);
-      expect(built.output).not.toMatch(/better-sqlite3|node-gyp|gyp info/);
+      expect(built.output).not.toMatch(/better-sqlite3|node-gyp|gyp info|EBADENGINE/);
       expect((await fetch(`${registry.url}/${j.name}`)).status).toBe(200);
 
-      await sh(cmds.install, { cwd: operator, env, timeoutMs: 400_000 });
+      const installed = await sh(cmds.install, { cwd: operator, env: fabricInstallEnv, timeoutMs: 400_000 });
+      if (!nodeHasSqlite()) expect(readFileSync(path.join(operator, "package.json"), "utf8")).toMatch(/"allowScripts":\s*\{\s*"better-sqlite3@[^"]+":\s*true/);
+      expect(installed.output).not.toMatch(/gyp info|CXX\(target\)/);
+      // `engines` of every package installed is met by this Node (core pins what would need Node 22).
+      expect(installed.output).not.toMatch(/EBADENGINE/);
 
       const upstream = await startUpstream(j.answer);
       upstreams.push(upstream);
@@ -202,8 +217,9 @@ describe("the release: published to a registry, then the README's commands from 
       const ran = await sh(j.run, { cwd: operator, env: { ...env, FABRIC_PORT_BASE: base }, timeoutMs: 60_000 });
       expect(ran.output).toMatch(/completed/);
       const runs = await call("GET", `${fabric.urls["run-gateway"]}/v1/runs?state=completed`);
-      const run = (runs.body as Array<{ root_node_type_ref: { node_type_id: string }; extensions: Record<string, unknown> }>).find((r) => r.root_node_type_ref.node_type_id === j.nodeTypes[0]);
-      expect(run, JSON.stringify(runs.body)).toBeDefined();
+      // This fabric is new: the run `fabric run` started is its only one.
+      expect(runs.body, JSON.stringify(runs.body)).toHaveLength(1);
+      const run = runs.body[0] as { extensions: Record<string, unknown> };
       expect(run!.extensions["nodefabric.outputs"]).toMatchObject(j.expectOutputs);
       expect(upstream.seen.length).toBeGreaterThan(0);
       await fabric.stop();
