@@ -52,6 +52,9 @@ if [ ! -f "$built" ]; then
     exit 1
   fi
   echo "better-sqlite3.sh: built better-sqlite3 $version for Node $("$bin/node" --version) (headers of $(basename "$headers")) in $((SECONDS - start)) s" >&2
-  rm -rf "$out" && mv "$tmp" "$out"
+  # Only the module is kept (the build tree is about 27 MB).
+  mkdir -p "$tmp/keep/build/Release"
+  cp "$tmp/build/Release/better_sqlite3.node" "$tmp/keep/build/Release/"
+  rm -rf "$out" && mv "$tmp/keep" "$out"
 fi
 echo "$built"
