@@ -26,6 +26,14 @@ function tempDir(): string {
   return dir;
 }
 const mode = (p: string) => fs.statSync(p).mode & 0o777;
+const repo = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), "../..");
+function readIfExists(file: string): string {
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch {
+    return "";
+  }
+}
 
 describe("choosing the SQLite driver", () => {
   it("takes node or better-sqlite3, and nothing else, from FABRIC_SQLITE_DRIVER", () => {
@@ -51,6 +59,18 @@ describe("choosing the SQLite driver", () => {
   it.runIf(!nodeHasSqlite())("refuses node on a Node without node:sqlite, naming both ways out", () => {
     expect(() => openSqliteDatabase(":memory:", { driver: "node" })).toThrow(/needs node:sqlite, in Node 22\.13 or later; this is Node v\d+.*Upgrade Node.*better-sqlite3/);
   });
+
+  // The installed better-sqlite3 was built for one Node (the one `npm install` ran on); another Node cannot load it.
+  const builtFor = /"node_module_version": (\d+)/.exec(readIfExists(path.join(repo, "node_modules/better-sqlite3/build/config.gypi")))?.[1];
+  it.runIf(builtFor !== undefined && builtFor !== process.versions.modules)(
+    "says to rebuild better-sqlite3 when it was built for another Node, or to use node:sqlite",
+    () => {
+      const attempt = () => openSqliteDatabase(":memory:", { driver: "better-sqlite3" });
+      expect(attempt).toThrow(SqliteDriverError);
+      expect(attempt).toThrow(`better-sqlite3 cannot load its native module in Node ${process.version}: npm rebuild better-sqlite3`);
+      if (nodeHasSqlite()) expect(attempt).toThrow("or leave FABRIC_SQLITE_DRIVER unset to use node:sqlite");
+    },
+  );
 
   it.runIf(nodeHasSqlite())("uses node:sqlite by default where Node has it", () => {
     const saved = process.env.FABRIC_SQLITE_DRIVER;

@@ -344,7 +344,8 @@ function openWithBetterSqlite3(file: string, nativeBinding?: string): SqliteData
   } catch (err) {
     const message = (err as Error).message ?? "";
     // The native module is loaded at the first open: one built for another Node fails here.
-    if (/NODE_MODULE_VERSION|was compiled against a different Node|invalid ELF|Could not locate the bindings/.test(message)) {
+    // ERR_DLOPEN_FAILED: another Node's ABI (the first time; "did not self-register" after), another platform's file.
+    if ((err as { code?: string }).code === "ERR_DLOPEN_FAILED" || /NODE_MODULE_VERSION|Could not locate the bindings/.test(message)) {
       throw new SqliteDriverError(
         `better-sqlite3 cannot load its native module in Node ${process.version}: npm rebuild better-sqlite3` +
           (nodeHasSqlite() ? ", or leave FABRIC_SQLITE_DRIVER unset to use node:sqlite" : "") +
