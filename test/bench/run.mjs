@@ -5,6 +5,8 @@
  *
  * Prints one JSON line per scenario, then a markdown table.
  * Options: --rounds N (default 5), --only a,b (scenario names), --runs N (atomic-throughput size, default 10000).
+ * FABRIC_SQLITE_DRIVER=node|better-sqlite3 picks the SQLite library of the fabric's store (default: node:sqlite where
+ * Node has it); the last line says which ran. test/bench/sqlite-drivers.mjs compares the two on the store alone.
  */
 import Fastify from "fastify";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -67,6 +69,9 @@ async function startSlowUpstream(ms) {
 
 // ------------------------------------------------------------------ fabric
 
+/** The SQLite library the fabric's store ran on, as its coordinator's health says. */
+let sqliteDriver = "unknown";
+
 /**
  * With `auth`, every service requires tokens: keys are generated into the data directory, the services mint their
  * own tokens with them, and the returned `headers` carry a client token for the gateway.
@@ -91,6 +96,8 @@ async function startWholeFabric({ auth = false } = {}) {
   }
   const config = loadConfig({ cwd: repo, env: {}, flags });
   const fabric = await startFabric(config);
+  const health = await (await request(`${fabric.urls["run-coordinator"]}/v1/health`)).body.json();
+  sqliteDriver = health.checks?.find((c) => c.name === "store")?.details?.sqlite_driver ?? sqliteDriver;
   for (let i = 0; i < 200; i++) {
     const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`, { headers: registryHeaders });
     const list = await r.body.json();
@@ -322,4 +329,4 @@ for (const r of results) {
     `| ${r.scenario} | ${r.per_second} | ${r.p50_ms ?? ""} | ${r.p99_ms ?? ""} | ${r.seconds} | ${r.peak_rss_mb ?? ""} | ${r.ratio_to_floor ?? ""} | ${r.failures} |\n`,
   );
 }
-process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, ${new Date().toISOString()}\n`);
+process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, SQLite store on ${sqliteDriver}, ${new Date().toISOString()}\n`);
