@@ -20,7 +20,7 @@ import {
   workspaceDirs,
   type WorkspacePackage,
 } from "../scripts/release-lib.mjs";
-import { startLocalRegistry, type LocalRegistry } from "./e2e/local-registry.js";
+import { startLocalRegistry, type LocalRegistry } from "./e2e/local-registry.mjs";
 
 const repo = fileURLToPath(new URL("..", import.meta.url));
 

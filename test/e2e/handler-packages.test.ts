@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { startLocalRegistry, repo, type LocalRegistry } from "./local-registry.js";
+import { startLocalRegistry, repo, type LocalRegistry } from "./local-registry.mjs";
 import { sh, shBackground, type BackgroundCommand } from "./shell.js";
 import { freePortBase } from "./fabric-cli.js";
 import { readmeCommand } from "../readme-blocks.js";

@@ -3,7 +3,7 @@
  * temporary folder. Our packages (`@nodefabric/*`, `create-fabric-handler`, and the handler packages the tests
  * scaffold, `my-*`) live only there; every other package is proxied from the registry npm is configured with.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -13,36 +13,27 @@ import { execFileSync } from "node:child_process";
 
 export const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-export interface LocalRegistry {
-  url: string;
-  /**
-   * The environment of a user whose npm knows only this registry: `npm_config_registry`, a user config holding the
-   * token `npm login` would have written, and an npm cache of its own (so nothing installed by an earlier run is
-   * reused). No audit, fund or update checks.
-   */
-  env: NodeJS.ProcessEnv;
-  /** Where npm keeps its cache for these commands. */
-  cacheDir: string;
-  output(): string;
-  stop(): Promise<void>;
-}
 
-async function freePort(): Promise<number> {
+/** @returns {Promise<number>} */
+async function freePort() {
   const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = /** @type {net.AddressInfo} */ (server.address()).port;
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
 
 /** The registry this machine's npm reaches, which Verdaccio proxies for everything that is not ours. */
-function upstreamRegistry(): string {
+/** @returns {string} */
+function upstreamRegistry() {
   const configured = process.env.npm_config_registry ?? execFileSync("npm", ["config", "get", "registry"], { encoding: "utf8" }).trim();
   return configured.endsWith("/") ? configured : `${configured}/`;
 }
 
-function verdaccioConfig(dir: string, uplink: string): string {
-  const local = (pattern: string) => [`  '${pattern}':`, "    access: $all", "    publish: $authenticated", "    unpublish: $authenticated"];
+/** @param {string} dir @param {string} uplink */
+function verdaccioConfig(dir, uplink) {
+  /** @param {string} pattern */
+  const local = (pattern) => [`  '${pattern}':`, "    access: $all", "    publish: $authenticated", "    unpublish: $authenticated"];
   return [
     `storage: ${JSON.stringify(path.join(dir, "storage"))}`,
     "auth:",
@@ -70,22 +61,26 @@ function verdaccioConfig(dir: string, uplink: string): string {
 }
 
 /** Starts Verdaccio in `dir` and signs a user in, as `npm login` would. */
-export async function startLocalRegistry(dir: string): Promise<LocalRegistry> {
+/**
+ * @param {string} dir
+ * @returns {Promise<import("./local-registry.d.mts").LocalRegistry>}
+ */
+export async function startLocalRegistry(dir) {
   mkdirSync(dir, { recursive: true });
   const config = path.join(dir, "verdaccio.yaml");
   writeFileSync(config, verdaccioConfig(dir, upstreamRegistry()));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const bin = createRequire(path.join(repo, "package.json")).resolve("verdaccio/bin/verdaccio");
-  const child: ChildProcess = spawn(process.execPath, [bin, "--config", config, "--listen", `127.0.0.1:${port}`], {
+  const child = spawn(process.execPath, [bin, "--config", config, "--listen", `127.0.0.1:${port}`], {
     cwd: dir,
     env: { ...process.env, NODE_ENV: "production" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
-  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-  child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.stdout.on("data", (c) => (out += c.toString()));
+  child.stderr.on("data", (c) => (out += c.toString()));
+  const exited = new Promise((resolve) => child.once("exit", () => resolve()));
 
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -108,7 +103,7 @@ export async function startLocalRegistry(dir: string): Promise<LocalRegistry> {
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ name: "release-test", password: "release-test-password" }),
   });
-  const body = (await res.json()) as { token?: string };
+  const body = /** @type {{ token?: string }} */ (await res.json());
   if (!res.ok || !body.token) throw new Error(`Verdaccio refused to create a user: ${res.status} ${JSON.stringify(body)}`);
   const npmrc = path.join(dir, "user.npmrc");
   writeFileSync(npmrc, `//127.0.0.1:${port}/:_authToken=${body.token}\n`, { mode: 0o600 });

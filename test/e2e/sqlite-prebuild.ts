@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { promisify } from "node:util";
-import { repo } from "./local-registry.js";
+import { repo } from "./local-registry.mjs";
 
 const run = promisify(execFile);
 

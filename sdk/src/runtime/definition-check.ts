@@ -11,6 +11,23 @@ import type { ExecutableDefinition } from "./atomic-execution.js";
 import { compileHandlerSchema, createHandlerAjv, schemaProblem } from "./handler-schemas.js";
 import { dedupeIssues, issuesFromAjv } from "./schema-issues.js";
 
+/**
+ * A node type's input and output schemas, compiled for checking what a handler takes and gives; or, when one does not
+ * compile, which one and why.
+ */
+export function compileNodeTypeSchemas(nt: { input_schema?: unknown; output_schema?: unknown }): { inputs: ValidateFunction; outputs: ValidateFunction } | { problem: string } {
+  const ajv = createHandlerAjv({ validateSchema: false });
+  const compiled: ValidateFunction[] = [];
+  for (const which of ["input_schema", "output_schema"] as const) {
+    try {
+      compiled.push(compileHandlerSchema(ajv, nt[which] as Record<string, unknown> | undefined));
+    } catch (err) {
+      return { problem: `its ${which} does not compile: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  }
+  return { inputs: compiled[0]!, outputs: compiled[1]! };
+}
+
 // Strict semver 2.0: major, minor, patch without leading zeros, then an optional prerelease and build.
 const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$/;
 
@@ -92,14 +109,7 @@ export function prepareAtomic(definition: AtomicDefinition<any, any>): Executabl
   if (sdk) throw new DefinitionError(`node type ${name} ${sdk}`);
   const problem = nodeTypeProblem(nt);
   if (problem) throw new DefinitionError(nodeTypeReason(name, problem));
-  const ajv = createHandlerAjv({ validateSchema: false });
-  const compiled: ValidateFunction[] = [];
-  for (const which of ["input_schema", "output_schema"] as const) {
-    try {
-      compiled.push(compileHandlerSchema(ajv, nt[which] as Record<string, unknown> | undefined));
-    } catch (err) {
-      throw new DefinitionError(`node type ${name}: its ${which} does not compile: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  }
-  return { definition, validateInputs: compiled[0]!, validateOutputs: compiled[1]! };
+  const compiled = compileNodeTypeSchemas(nt);
+  if ("problem" in compiled) throw new DefinitionError(`node type ${name}: ${compiled.problem}`);
+  return { definition, validateInputs: compiled.inputs, validateOutputs: compiled.outputs };
 }

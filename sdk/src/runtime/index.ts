@@ -29,7 +29,7 @@ export {
 } from "./handler-secrets.js";
 export { compileHandlerSchema, createHandlerAjv, schemaProblem, type HandlerAjvOptions } from "./handler-schemas.js";
 export { dedupeIssues, issuesFromAjv, type ValidationIssue } from "./schema-issues.js";
-export { compatibleSdkRange, DefinitionError, nodeTypeProblem, nodeTypeReason, prepareAtomic, sdkCompatible, sdkProblem } from "./definition-check.js";
+export { compatibleSdkRange, compileNodeTypeSchemas, DefinitionError, nodeTypeProblem, nodeTypeReason, prepareAtomic, sdkCompatible, sdkProblem } from "./definition-check.js";
 export { installGlobalDispatcher } from "./global-dispatcher.js";
 /** Reads one member NodeType of a defineAtomicSet, for the executor's loader. */
 export { readSetMember } from "../define-atomic-set.js";

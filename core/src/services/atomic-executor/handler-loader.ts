@@ -20,10 +20,9 @@ import type { ValidateFunction } from "ajv";
 import { validatorFor, type NodeType } from "@nodefabric/schemas";
 import { DEFINITION_BRAND, isDefinition } from "@nodefabric/sdk";
 import { isAtomicSet } from "@nodefabric/sdk";
-import { nodeTypeProblem as sdkNodeTypeProblem, nodeTypeReason, readSetMember, sdkProblem } from "@nodefabric/sdk/runtime";
+import { compileNodeTypeSchemas, nodeTypeProblem as sdkNodeTypeProblem, nodeTypeReason, readSetMember, sdkProblem } from "@nodefabric/sdk/runtime";
 import type { AtomicSet, AtomicSetEntry, DefinitionKind, FabricDefinition, HandlerFn } from "@nodefabric/sdk";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
-import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
 import { versionProblem } from "../../store/node-type-version-order.js";
 
 /** Where a definition came from. */
@@ -404,18 +403,8 @@ function lazyDefinition(definition: FabricDefinition, source: HandlerSource, onP
   let state: { inputs: ValidateFunction; outputs: ValidateFunction } | { problem: string } | undefined;
   const compile = () => {
     if (state) return state;
-    const ajv = createHandlerAjv({ validateSchema: false });
-    const compiled: ValidateFunction[] = [];
-    for (const which of ["input_schema", "output_schema"] as const) {
-      try {
-        compiled.push(compileHandlerSchema(ajv, nt[which] as Record<string, unknown> | undefined));
-      } catch (err) {
-        state = { problem: `its ${which} does not compile: ${messageOf(err)}` };
-        onProblem(state.problem);
-        return state;
-      }
-    }
-    state = { inputs: compiled[0]!, outputs: compiled[1]! };
+    state = compileNodeTypeSchemas(nt);
+    if ("problem" in state) onProblem(state.problem);
     return state;
   };
   const validator = (which: "inputs" | "outputs"): ValidateFunction => {
