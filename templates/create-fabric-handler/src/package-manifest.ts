@@ -2,11 +2,14 @@
  * The package.json of a generated handler package.
  */
 
+import { SDK_VERSION } from "@nodefabric/sdk";
+
 /**
- * The @nodefabric/sdk range of the release this scaffolder ships with (sdk/package.json is 0.1.0; a test keeps the
- * two in step). On 0.x a minor is a breaking change for executors, so the caret range is the compatible one.
+ * The @nodefabric/sdk range of the release this scaffolder ships with: its version is read from the SDK at build time
+ * (the SDK is bundled in), so a release never scaffolds against an older SDK. On 0.x a minor is a breaking change for
+ * executors, so the caret range is the compatible one.
  */
-export const DEFAULT_SDK_SPEC = "^0.1.0";
+export const DEFAULT_SDK_SPEC = `^${SDK_VERSION}`;
 
 /** The tool versions generated packages are built and tested with (all work on Node 20). */
 export const TOOL_VERSIONS = {
