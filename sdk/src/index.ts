@@ -10,6 +10,7 @@ export { defineComposite, isCompositeDefinition } from "./define-composite.js";
 export { defineAtomicSet, isAtomicSet, ATOMIC_SET_BRAND } from "./define-atomic-set.js";
 export { ChildFailedError } from "./child-failed-error.js";
 export { retryAfterMs } from "./retry-after.js";
+export { readResponseBytes, ResponseTooLargeError } from "./response-body.js";
 export { networkFailureOf, networkFailureCause, upstreamUnavailable, upstreamUnavailableError, upstreamTimeoutError, UPSTREAM_UNAVAILABLE } from "./network-failure.js";
 export type { NetworkFailure, NetworkFailureReason, NetworkTarget } from "./network-failure.js";
 export { OPENAPI_EXTENSION } from "./http-operation-types.js";

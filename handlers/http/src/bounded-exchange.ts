@@ -3,7 +3,7 @@
  * allow-list before anything connects to it, redirects are refused unless enabled (and then each hop is checked again),
  * the body is read as a stream and abandoned past the size limit, and the whole exchange has a timeout.
  */
-import { HandlerError, upstreamTimeoutError, upstreamUnavailableError } from "@nodefabric/sdk";
+import { HandlerError, readResponseBytes, ResponseTooLargeError, upstreamTimeoutError, upstreamUnavailableError } from "@nodefabric/sdk";
 import { hostAllowed } from "./http-config.js";
 
 /** A request as the handler built it; header names are lower case. */
@@ -64,35 +64,12 @@ function tooLarge(limit: number, url: URL): HandlerError {
 
 /** Reads at most `limit` bytes of a body; past it, stops reading and either truncates or throws response_too_large. */
 async function readBody(res: Response, limit: number, url: URL, truncate: boolean): Promise<Uint8Array> {
-  if (!res.body) return new Uint8Array(0);
-  const declared = Number(res.headers.get("content-length"));
-  if (!truncate && Number.isFinite(declared) && declared > limit) {
-    await res.body.cancel().catch(() => undefined);
-    throw tooLarge(limit, url);
+  try {
+    return await readResponseBytes(res, limit, truncate);
+  } catch (err) {
+    if (err instanceof ResponseTooLargeError) throw tooLarge(limit, url);
+    throw err;
   }
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (total + value.byteLength > limit) {
-      await reader.cancel().catch(() => undefined);
-      if (!truncate) throw tooLarge(limit, url);
-      chunks.push(value.subarray(0, limit - total));
-      total = limit;
-      break;
-    }
-    chunks.push(value);
-    total += value.byteLength;
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
 }
 
 /**
