@@ -35,6 +35,10 @@ export interface FabricConfig {
   handlers: string[];
   /** Folders whose node_modules are scanned for handler packages. */
   discover: string[];
+  /** Plugin packages or paths to load (docs/plugins.md); without any, the discover folders are scanned for plugins. */
+  plugins: string[];
+  /** Where the stores live: a URL whose scheme a plugin serves (e.g. postgres://…); none means SQLite in data_dir. */
+  store?: StoreConfig;
   /** Cedar policy file for the PDP; none means allow everything. */
   policy?: string;
   /** Cedar entities JSON file for the PDP (groups, attributes). */
@@ -55,6 +59,15 @@ export interface FabricConfig {
   limits: LimitsConfig;
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
+}
+
+/** The `store` option: the stores of a plugin, chosen by the scheme of `url`. */
+export interface StoreConfig {
+  url: string;
+  /** Connections a pooled store may hold. */
+  pool_size?: number;
+  /** Longest a single statement may run (ms). */
+  statement_timeout_ms?: number;
 }
 
 /**
@@ -178,6 +191,16 @@ export const CONFIG_SCHEMA = {
     },
     handlers: { type: "array", items: { type: "string", minLength: 1 } },
     discover: { type: "array", items: { type: "string", minLength: 1 } },
+    plugins: { type: "array", items: { type: "string", minLength: 1 } },
+    store: {
+      type: "object",
+      additionalProperties: false,
+      properties: {
+        url: { type: "string", pattern: "^[A-Za-z][A-Za-z0-9+.-]*:" },
+        pool_size: { type: "integer", minimum: 1, maximum: 10000 },
+        statement_timeout_ms: { type: "integer", minimum: 0 },
+      },
+    },
     policy: { type: "string", minLength: 1 },
     policy_entities: { type: "string", minLength: 1 },
     policy_checks: { type: "boolean" },
@@ -260,6 +283,7 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   services: {},
   handlers: [],
   discover: [],
+  plugins: [],
   policy_checks: true,
   executor: {
     concurrency: 1024,
@@ -289,7 +313,8 @@ export const DEFAULT_CONFIG: Omit<FabricConfig, "base_dir"> = {
   },
 };
 
-export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth" | "limits">> & {
+export type PartialConfig = Partial<Omit<FabricConfig, "executor" | "auth" | "limits" | "store">> & {
+  store?: Partial<StoreConfig>;
   limits?: Partial<LimitsConfig>;
   executor?: Partial<Omit<FabricConfig["executor"], "egress">> & { egress?: Partial<EgressConfig> };
   auth?: Partial<AuthConfig>;
@@ -318,6 +343,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (handlers) out.handlers = handlers;
   const discover = envList(env.FABRIC_DISCOVER);
   if (discover) out.discover = discover;
+  const plugins = envList(env.FABRIC_PLUGINS);
+  if (plugins) out.plugins = plugins;
+  if (env.FABRIC_STORE_URL) out.store = { url: env.FABRIC_STORE_URL };
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
   if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;
   if (env.FABRIC_POLICY_CHECKS) out.policy_checks = (env.FABRIC_POLICY_CHECKS === "true" ? true : env.FABRIC_POLICY_CHECKS === "false" ? false : env.FABRIC_POLICY_CHECKS) as boolean;
@@ -369,6 +397,7 @@ function mergeConfig(base: PartialConfig, over: PartialConfig): PartialConfig {
   mergeEgress(base, over, out);
   if (base.auth || over.auth) out.auth = { ...base.auth, ...over.auth };
   if (base.limits || over.limits) out.limits = { ...base.limits, ...over.limits };
+  if (base.store || over.store) out.store = { ...base.store, ...over.store };
   if (base.services || over.services) {
     const services: FabricConfig["services"] = { ...base.services };
     for (const [k, v] of Object.entries(over.services ?? {})) services[k as ServiceName] = { ...services[k as ServiceName], ...v };
@@ -434,6 +463,9 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
     throw new ConfigError("invalid configuration: limits.headers_timeout_ms must not exceed limits.request_timeout_ms (the head is part of the request)");
   }
   checkEgressConfig(config.executor);
+  if (config.store !== undefined && config.store.url === undefined) {
+    throw new ConfigError("invalid configuration: store needs a url (store.url, FABRIC_STORE_URL or --store), such as postgres://host/db");
+  }
   // The stores read FABRIC_SQLITE_DRIVER when they open; a value they cannot use stops the start here, with the rest.
   try {
     parseSqliteDriver((options.env ?? process.env).FABRIC_SQLITE_DRIVER);

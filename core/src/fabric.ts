@@ -22,6 +22,8 @@ import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor
 import { secretsFromEnv } from "./services/atomic-executor/handler-secrets.js";
 import type { EgressOptions } from "./services/atomic-executor/egress-policy.js";
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
+import { loadPlugins, storesFor, type LoadedPlugin } from "./plugin-loader.js";
+import type { StoreFactory } from "./plugin.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -33,6 +35,8 @@ export interface RunningFabric {
   services: RunningService[];
   /** Base URL of each running service. */
   urls: Partial<Record<ServiceName, string>>;
+  /** The plugins loaded for it. */
+  plugins: readonly LoadedPlugin[];
   close(): Promise<void>;
 }
 
@@ -71,6 +75,59 @@ export interface StartFabricOptions {
   upstreamDispatcher?: Dispatcher;
   /** Replaces the system resolver of the atomic executor's egress-checked connections (`http.request`; tests, custom DNS). */
   egressLookup?: EgressOptions["lookup"];
+  /**
+   * The plugins of this fabric, already loaded (the CLI loads them before it parses its commands). Without it, the
+   * plugins of the configuration are loaded: `plugins`, else discovery in `discover` (or the base folder).
+   */
+  plugins?: readonly LoadedPlugin[];
+}
+
+/**
+ * Loads the plugins a configuration asks for: those in `plugins`, and discovery in the `discover` folders (in the base
+ * folder when neither plugins nor discover folders are named), as handler packages are found.
+ */
+export async function pluginsFor(config: FabricConfig, warn?: (message: string) => void): Promise<LoadedPlugin[]> {
+  const plugins = config.plugins ?? [];
+  const discover = config.discover.length > 0 ? config.discover : plugins.length === 0 ? ["."] : [];
+  return loadPlugins({ plugins, discover: discover.map((d) => path.resolve(config.base_dir, d)), cwd: config.base_dir, warn });
+}
+
+/**
+ * Opens a plugin's store of one kind when the configuration names a store URL and the plugin serving its scheme gives
+ * that kind; undefined means the embedded SQLite store. The store is closed with the service.
+ */
+async function pluginStore<S extends { close(): Promise<void> }>(
+  config: FabricConfig,
+  plugins: readonly LoadedPlugin[],
+  name: ServiceName,
+  pick: (stores: NonNullable<LoadedPlugin["definition"]["stores"]>) => StoreFactory<S> | undefined,
+): Promise<S | undefined> {
+  if (!config.store?.url) return undefined;
+  const { stores, url } = storesFor(config.store.url, plugins);
+  const factory = pick(stores);
+  if (!factory) return undefined;
+  return factory(url, {
+    poolSize: config.store.pool_size,
+    statementTimeoutMs: config.store.statement_timeout_ms,
+    dataDir: path.resolve(config.base_dir, config.data_dir),
+    service: name,
+  });
+}
+
+/** Closes a plugin's store when its service stops. */
+function closesWith(app: FastifyInstance, store: { close(): Promise<void> } | undefined): FastifyInstance {
+  if (store) app.addHook("onClose", async () => store.close());
+  return app;
+}
+
+/** Adds the fastify plugins that plugins give this service, after core's routes, in load order. */
+function withServicePlugins(app: FastifyInstance, name: ServiceName, plugins: readonly LoadedPlugin[]): FastifyInstance {
+  for (const p of plugins) {
+    for (const entry of p.definition.services ?? []) {
+      if (entry.service === name) void app.register(entry.plugin as never, (entry.options ?? {}) as never);
+    }
+  }
+  return app;
 }
 
 /** The handlers an executor serves: the configured packages (or discovery), plus definitions handed over in memory. */
@@ -86,19 +143,29 @@ async function handlersFor(config: FabricConfig, definitions: readonly FabricDef
   return withDefinitions(loaded, definitions);
 }
 
-/** Builds one service's fastify instance (not yet listening). */
+/** Builds one service's fastify instance (not yet listening), with what plugins add to it. */
 export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config), options: StartFabricOptions = {}): Promise<FastifyInstance> {
+  const plugins = options.plugins ?? (await pluginsFor(config));
+  const app = await buildCoreService(name, config, local, security, options, plugins);
+  return withServicePlugins(app, name, plugins);
+}
+
+async function buildCoreService(name: ServiceName, config: FabricConfig, local: LocalServices, security: FabricSecurity, options: StartFabricOptions, plugins: readonly LoadedPlugin[]): Promise<FastifyInstance> {
   const dataDir = path.resolve(config.base_dir, config.data_dir);
   const logger = loggerFor(config, name);
   // Every service gets the configured limits of its HTTP edge (timeouts, body and header sizes, JSON depth, load).
   const secured = { ...security.forService(name), limits: serviceLimits(config.limits) };
   switch (name) {
-    case "node-registry":
+    case "node-registry": {
       makeDataDir(dataDir);
-      return buildNodeRegistry({ ...secured, logger, dbPath: path.join(dataDir, "node-registry.db") });
-    case "selection":
+      const store = await pluginStore(config, plugins, name, (s) => s.nodeTypes);
+      return closesWith(await buildNodeRegistry({ ...secured, logger, dbPath: path.join(dataDir, "node-registry.db"), store }), store);
+    }
+    case "selection": {
       makeDataDir(dataDir);
-      return buildSelection({ ...secured, logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry") });
+      const store = await pluginStore(config, plugins, name, (s) => s.candidateSets);
+      return closesWith(await buildSelection({ ...secured, logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry"), store }), store);
+    }
     case "pdp":
       return buildPdp({
         ...secured,
@@ -151,7 +218,8 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
       }
       const pdpApp = local.find((s) => s.name === "pdp")?.app;
       const pdp = pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
-      return buildRunCoordinator({
+      const store = await pluginStore(config, plugins, name, (s) => s.runs);
+      return closesWith(await buildRunCoordinator({
         ...secured,
         assignmentTokens: security.assignmentTokens(),
         logger,
@@ -163,7 +231,8 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
         compositeExecutorUrl: serviceUrl(config, "composite-executor"),
         selectionUrl: serviceUrl(config, "selection"),
         executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller(secured.tokens)) : undefined,
-      });
+        store,
+      }), store);
     }
     case "run-gateway":
     {
@@ -194,6 +263,10 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
   };
   assertListenAllowed(config);
   const security = fabricSecurity(config);
+  const plugins = options.plugins ?? (await pluginsFor(config));
+  // A store URL no plugin serves stops the start before any service listens.
+  if (config.store?.url) storesFor(config.store.url, plugins);
+  options = { ...options, plugins };
   try {
     // Dependencies first: each service is built knowing the addresses of those it calls (with port 0, an address
     // is known only once its service listens).
@@ -217,5 +290,5 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
   started.sort((a, b) => SERVICE_NAMES.indexOf(a.name) - SERVICE_NAMES.indexOf(b.name));
   const urls: RunningFabric["urls"] = {};
   for (const s of started) urls[s.name] = s.url;
-  return { services: started, urls, close };
+  return { services: started, urls, plugins, close };
 }

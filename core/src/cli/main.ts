@@ -8,7 +8,8 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { SERVICE_NAMES, type ServiceName } from "../http/service.js";
 import { AUTH_MODES, type AuthMode } from "../http/auth-plugin.js";
 import { ConfigError, LOG_LEVELS, loadConfig, type FabricConfig, type LoadConfigOptions } from "../config.js";
-import { startFabric } from "../fabric.js";
+import { pluginsFor, startFabric } from "../fabric.js";
+import { PluginLoadError, redact, type LoadedPlugin } from "../plugin-loader.js";
 import { SERVICE_VERSION } from "../version.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
 import { nodeTypesImport } from "./node-types-import.js";
@@ -34,6 +35,8 @@ interface RunFlags {
   logLevel?: string;
   url?: string[];
   auth?: AuthMode;
+  plugin?: string[];
+  store?: string;
 }
 
 function withRunOptions(cmd: Command): Command {
@@ -43,7 +46,9 @@ function withRunOptions(cmd: Command): Command {
     .option("--port-base <port>", "first port; services take port-base + 0..6 (default 8080)", parsePort)
     .option("--data-dir <dir>", "where state is kept (default ./.fabric)")
     .option("--handlers <pkg-or-path...>", "handler packages or paths for the atomic executor")
-    .option("--discover <dir...>", "scan <dir>/node_modules for handler packages (default: the working directory)")
+    .option("--discover <dir...>", "scan <dir>/node_modules for handler and plugin packages (default: the working directory)")
+    .option("--plugin <pkg-or-path>", "load this plugin package or module (repeatable; see docs/plugins.md)", (v: string, prev: string[] = []) => [...prev, v])
+    .option("--store <url>", "keep the stores where a plugin serves this URL's scheme, e.g. postgres://host/db (default: SQLite in the data dir)")
     .option("--policy <file>", "Cedar policy file for the PDP (default: allow everything)")
     .option("--policy-entities <file>", "Cedar entities JSON file for the PDP")
     .addOption(new Option("--log-level <level>", "log level").choices([...LOG_LEVELS]))
@@ -62,6 +67,8 @@ function flagsToConfig(flags: RunFlags): LoadConfigOptions {
   if (flags.dataDir !== undefined) f.data_dir = flags.dataDir;
   if (flags.handlers !== undefined) f.handlers = flags.handlers;
   if (flags.discover !== undefined) f.discover = flags.discover;
+  if (flags.plugin !== undefined) f.plugins = flags.plugin;
+  if (flags.store !== undefined) f.store = { url: flags.store };
   if (flags.policy !== undefined) f.policy = flags.policy;
   if (flags.policyEntities !== undefined) f.policy_entities = flags.policyEntities;
   if (flags.logLevel !== undefined) f.log_level = flags.logLevel;
@@ -118,6 +125,10 @@ async function run(config: FabricConfig, names: readonly ServiceName[], authLine
   const width = Math.max(...fabric.services.map((s) => s.name.length));
   process.stdout.write(`NodeFabric ${SERVICE_VERSION}: ${names.length === SERVICE_NAMES.length ? "all services in one process" : names.join(", ")}\n`);
   for (const s of fabric.services) process.stdout.write(`  ${s.name.padEnd(width)}  ${s.url}\n`);
+  if (fabric.plugins.length > 0) {
+    process.stdout.write(`plugins: ${fabric.plugins.map((p) => (p.definition.version ? `${p.definition.name}@${p.definition.version}` : p.definition.name)).join(", ")}\n`);
+  }
+  if (config.store?.url) process.stdout.write(`store: ${redact(config.store.url)}\n`);
   if (authLine) process.stdout.write(`${authLine}\n`);
   process.stdout.write(`data: ${config.data_dir}   stop: Ctrl-C\n`);
   let stopping = false;
@@ -134,14 +145,58 @@ async function run(config: FabricConfig, names: readonly ServiceName[], authLine
   process.on("SIGTERM", () => stop("SIGTERM"));
 }
 
-/** Builds the commander program (exported for tests). */
-export function buildProgram(): Command {
+/** The commands of `fabric` itself: a plugin may not add one of these names. */
+const BUILT_IN_COMMANDS = ["dev", "start", "node-types", "run", "runs", "keys", "token", "help"];
+
+/** Adds the subcommands plugins give; a name `fabric` already has stops the start, naming the plugin. */
+function addPluginCommands(program: Command, plugins: readonly LoadedPlugin[]): void {
+  for (const p of plugins) {
+    for (const [i, factory] of (p.definition.commands ?? []).entries()) {
+      let cmd: Command;
+      try {
+        cmd = factory({ Command });
+      } catch (err) {
+        throw new PluginLoadError(`plugin ${p.definition.name}: its commands[${i}] failed: ${(err as Error).message}`);
+      }
+      if (typeof cmd?.name !== "function" || typeof cmd.parseAsync !== "function") throw new PluginLoadError(`plugin ${p.definition.name}: its commands[${i}] did not return a commander Command`);
+      const name = cmd.name();
+      const taken = program.commands.find((c) => c.name() === name);
+      if (taken) throw new PluginLoadError(`plugin ${p.definition.name} adds the command \`${name}\`, which fabric ${BUILT_IN_COMMANDS.includes(name) ? "already has" : "has from another plugin"}`);
+      program.addCommand(cmd);
+    }
+  }
+}
+
+/**
+ * The plugins whose commands this invocation may run: loaded (from ./fabric.config.json, FABRIC_PLUGINS, `--plugin`,
+ * and discovery) unless the command is one of fabric's own, whose run commands load plugins from their configuration.
+ * Returns the argument list without the `--plugin` options it used.
+ */
+async function pluginsForCommand(argv: string[]): Promise<{ plugins: LoadedPlugin[]; argv: string[] }> {
+  const command = argv.slice(2).find((a) => !a.startsWith("-"));
+  if (command !== undefined && BUILT_IN_COMMANDS.includes(command)) return { plugins: [], argv };
+  const named: string[] = [];
+  const rest = argv.slice(0, 2);
+  for (let i = 2; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === "--plugin" && i + 1 < argv.length) named.push(argv[++i]!);
+    else if (a.startsWith("--plugin=")) named.push(a.slice("--plugin=".length));
+    else rest.push(a);
+  }
+  const load = async () => pluginsFor(loadConfig({ flags: { auth: { mode: "disabled" }, ...(named.length > 0 ? { plugins: named } : {}) } }));
+  // Without a command (help, version), a plugin that cannot load leaves its commands out instead of stopping it.
+  const plugins = command === undefined ? await load().catch(() => []) : await load();
+  return { plugins, argv: rest };
+}
+
+/** Builds the commander program (exported for tests), with the subcommands of the given plugins. */
+export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
   const program = new Command("fabric")
     .description("NodeFabric: run work as a tree of node executions")
     .version(SERVICE_VERSION, "-v, --version")
     .showHelpAfterError();
 
-  withRunOptions(program.command("dev").description("run all seven services in one process, on SQLite")).action(async (flags: RunFlags) => {
+  withRunOptions(program.command("dev").description("run all seven services in one process (on SQLite unless --store names a plugin's store)")).action(async (flags: RunFlags) => {
     const { config, authLine } = await devConfig(flags);
     await run(config, SERVICE_NAMES, authLine);
   });
@@ -247,14 +302,16 @@ export function buildProgram(): Command {
       process.exitCode = await tokenMintCommand(opts);
     });
 
+  addPluginCommands(program, plugins);
   return program;
 }
 
 async function main(): Promise<void> {
   try {
-    await buildProgram().parseAsync(process.argv);
+    const { plugins, argv } = await pluginsForCommand(process.argv);
+    await buildProgram(plugins).parseAsync(argv);
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof PluginLoadError) {
       process.stderr.write(`fabric: ${err.message}\n`);
       process.exit(2);
     }

@@ -170,7 +170,9 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     const m = methods.find((x) => x !== "OPTIONS");
     if (m === undefined) return;
-    route.config = { ...(route.config as object), access: lookup(m, route.url ?? route.path) };
+    // A route a plugin adds is not in the table: it states its own access (`config: { access: "public" | { scope } }`).
+    const stated = (route.config as { access?: RouteAccess | "public" } | undefined)?.access;
+    route.config = { ...(route.config as object), access: stated ?? lookup(m, route.url ?? route.path) };
   });
 
   const authenticate = async (token: string): Promise<Principal> => {

@@ -12,8 +12,7 @@
  * compile) is skipped and listed in `failed`, and its package serves the rest. A package that cannot load at all is
  * skipped and listed when discovery found it, and stops the start when the operator named it.
  */
-import { existsSync, readdirSync, realpathSync, readFileSync, statSync } from "node:fs";
-import { createRequire } from "node:module";
+import { existsSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { ValidateFunction } from "ajv";
@@ -24,6 +23,7 @@ import { compileNodeTypeSchemas, nodeTypeProblem as sdkNodeTypeProblem, nodeType
 import type { AtomicSet, AtomicSetEntry, DefinitionKind, FabricDefinition, HandlerFn } from "@nodefabric/sdk";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
 import { versionProblem } from "../../store/node-type-version-order.js";
+import { discoverPackageDirs, findPackageDir, hasKeyword, hasNodefabricField, isDirectory, looksLikePath, mainEntry, nameFromDir, readPackageJson, type PackageJson } from "../../package-discovery.js";
 
 /** Where a definition came from. */
 export interface HandlerSource {
@@ -141,15 +141,6 @@ export class HandlerLoadError extends Error {
 export const PROGRESS_THRESHOLD = 100;
 const DEFAULT_SET_CACHE_SIZE = 256;
 
-interface PackageJson {
-  name?: string;
-  version?: string;
-  main?: string;
-  exports?: unknown;
-  keywords?: unknown;
-  nodefabric?: { handlers?: unknown };
-}
-
 /** Warnings go to stderr; of the info lines only progress (`{ progress: true }`), so a large package's load is visible. */
 const stderrLogger: LoaderLogger = {
   info: (obj, msg) => {
@@ -170,103 +161,15 @@ function messageOf(err: unknown): string {
 
 const keyOf = (nodeTypeId: string, version: string) => `${nodeTypeId}\u0000${version}`;
 
-function readPackageJson(dir: string): PackageJson {
-  const file = path.join(dir, "package.json");
-  const text = readFileSync(file, "utf8");
-  const parsed = JSON.parse(text) as unknown;
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new Error(`${file} is not a JSON object`);
-  return parsed as PackageJson;
-}
-
-function tryReadPackageJson(dir: string): PackageJson | undefined {
-  try {
-    return readPackageJson(dir);
-  } catch {
-    return undefined;
-  }
-}
-
-function hasHandlersField(pkg: PackageJson | undefined): boolean {
-  return pkg?.nodefabric !== undefined && typeof pkg.nodefabric === "object" && pkg.nodefabric !== null && "handlers" in pkg.nodefabric;
-}
-
-/** The directory of an installed package, resolved the way Node would from `cwd`. */
-function findPackageDir(name: string, cwd: string): string | undefined {
-  const req = createRequire(path.join(cwd, "noop.js"));
-  try {
-    return path.dirname(req.resolve(`${name}/package.json`));
-  } catch {
-    // A package whose `exports` hides package.json cannot be resolved that way; look in node_modules directly.
-  }
-  for (const dir of req.resolve.paths(name) ?? []) {
-    const candidate = path.join(dir, name);
-    if (existsSync(path.join(candidate, "package.json"))) return candidate;
-  }
-  return undefined;
-}
-
-/** The ESM entry of a package: `exports["."]` (import/node/default), else `main`, else index.js. */
-function mainEntry(pkg: PackageJson): string {
-  const pick = (v: unknown): string | undefined => {
-    if (typeof v === "string") return v;
-    if (Array.isArray(v)) {
-      for (const item of v) {
-        const p = pick(item);
-        if (p) return p;
-      }
-      return undefined;
-    }
-    if (typeof v === "object" && v !== null) {
-      const o = v as Record<string, unknown>;
-      if ("." in o) return pick(o["."]);
-      for (const cond of ["import", "node", "default"]) if (cond in o) return pick(o[cond]);
-    }
-    return undefined;
-  };
-  return pick(pkg.exports) ?? pkg.main ?? "index.js";
-}
-
-function looksLikePath(entry: string): boolean {
-  return entry.startsWith(".") || path.isAbsolute(entry) || entry.includes("\\");
-}
-
-function isDirectory(p: string): boolean {
-  try {
-    return statSync(p).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-/** True for a package that means to be a handler package: it has a `nodefabric` field or the `nodefabric-handler` keyword. */
-function claimsHandlerPackage(pkg: PackageJson | undefined): boolean {
-  return pkg !== undefined && (pkg.nodefabric !== undefined || (Array.isArray(pkg.keywords) && pkg.keywords.includes("nodefabric-handler")));
-}
-
 /**
- * Packages under `root` that mean to be handler packages: root itself, then node_modules/* and node_modules/@scope/*.
- * Those without a usable `nodefabric.handlers` are still returned, so that discovery reports them instead of
- * passing over them in silence.
+ * True for a package that means to be a handler package: `nodefabric.handlers`, the `nodefabric-handler` keyword, or
+ * a `nodefabric` field that names no plugins (a plugin package, `"nodefabric": { "plugins": [...] }`, is the plugin
+ * loader's).
  */
-function discoverPackageDirs(root: string): string[] {
-  const found: string[] = [];
-  if (claimsHandlerPackage(tryReadPackageJson(root))) found.push(root);
-  const nm = path.join(root, "node_modules");
-  if (!isDirectory(nm)) return found;
-  const consider = (dir: string) => {
-    if (isDirectory(dir) && claimsHandlerPackage(tryReadPackageJson(dir))) found.push(dir);
-  };
-  for (const entry of readdirSync(nm).sort()) {
-    if (entry.startsWith(".")) continue;
-    const full = path.join(nm, entry);
-    if (entry.startsWith("@")) {
-      if (!isDirectory(full)) continue;
-      for (const sub of readdirSync(full).sort()) if (!sub.startsWith(".")) consider(path.join(full, sub));
-    } else {
-      consider(full);
-    }
-  }
-  return found;
+function claimsHandlerPackage(pkg: PackageJson | undefined): boolean {
+  if (pkg === undefined) return false;
+  if (hasNodefabricField(pkg, "handlers") || hasKeyword(pkg, "nodefabric-handler")) return true;
+  return pkg.nodefabric !== undefined && !hasNodefabricField(pkg, "plugins");
 }
 
 /** A package (or a module named by path) that definitions came from: what failed loads are reported under. */
@@ -280,13 +183,6 @@ interface Owner {
   dir: string;
   /** Found by discovery: a problem of the whole package skips it rather than stop the start. */
   discovered: boolean;
-}
-
-/** The name a package is known by before its package.json is read: its path under node_modules, else its folder name. */
-function nameFromDir(dir: string): string {
-  const parts = path.resolve(dir).split(path.sep);
-  const nm = parts.lastIndexOf("node_modules");
-  return nm >= 0 && nm < parts.length - 1 ? parts.slice(nm + 1).join("/") : path.basename(dir);
 }
 
 /** The failed loads of one LoadedHandlers: fixed at load, then growing as set members and schemas turn out broken. */
@@ -652,7 +548,7 @@ class Collector {
       discovered,
     };
     let modules: string[];
-    if (hasHandlersField(pkg)) {
+    if (hasNodefabricField(pkg, "handlers")) {
       const list = pkg.nodefabric!.handlers;
       if (!Array.isArray(list) || list.length === 0 || !list.every((m) => typeof m === "string" && m.length > 0)) {
         const problem = `"nodefabric.handlers" in package.json must be a non-empty array of module paths, such as ["./dist/index.js"]`;
@@ -963,7 +859,7 @@ export async function loadHandlers(options: LoadHandlersOptions = {}): Promise<L
       fatal(`discover directory ${entry} does not exist (resolved to ${root})`);
       continue;
     }
-    const dirs = discoverPackageDirs(root);
+    const dirs = discoverPackageDirs(root, claimsHandlerPackage);
     for (const dir of dirs) await collector.loadPackage(dir, path.relative(cwd, dir) || dir, "discovered");
     if (dirs.length === 0) collector.warn(`discovery in ${root} found no handler packages (packages declare "nodefabric": { "handlers": [...] } in package.json)`);
   }

@@ -21,8 +21,10 @@ import { validateNodeTypePlan } from "../composite-executor/plan/index.js";
 export interface NodeRegistryOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
-  /** The SQLite file holding node types and executors (created when missing). */
+  /** The SQLite file holding node types and executors (created when missing; unused when `store` is given). */
   dbPath: string;
+  /** A store to use instead of the SQLite file (a plugin's); its opener closes it. */
+  store?: NodeTypeStore;
 }
 
 /** Longest list of unserved node types the health check spells out. */
@@ -163,10 +165,10 @@ async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
 
 /** Builds the Node Registry service on a SQLite file; the store is closed with the app. */
 export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<FastifyInstance> {
-  const store: NodeTypeStore = new SqliteNodeTypeStore(options.dbPath);
+  const store: NodeTypeStore = options.store ?? new SqliteNodeTypeStore(options.dbPath);
   const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store), auth: options.auth, limits: options.limits });
   app.addHook("onClose", async () => {
-    await store.close();
+    if (!options.store) await store.close();
   });
 
   app.post<{ Body: PublishBody }>("/v1/node-types", { schema: { body: ref("node_type_publish_request") } }, async (req, reply) => {

@@ -21,8 +21,10 @@ import type { CandidateFilter } from "./ranking.js";
 export interface SelectionOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
   logger?: boolean | Record<string, unknown>;
-  /** The SQLite file holding candidate sets (created when missing). */
+  /** The SQLite file holding candidate sets (created when missing; unused when `store` is given). */
   dbPath: string;
+  /** A store to use instead of the SQLite file (a plugin's); its opener closes it. */
+  store?: CandidateSetStore;
   /** The Node Registry's base URL; not needed when `nodeTypes` is given. */
   registryUrl?: string;
   /** Where node types come from instead of the registry over HTTP (e.g. in-process); every version may be returned. */
@@ -91,7 +93,7 @@ export async function buildSelection(options: SelectionOptions): Promise<Fastify
   }
   const ttl = options.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS;
   const catalogue = new Catalogue(source, ttl);
-  const store: CandidateSetStore = new SqliteCandidateSetStore(options.dbPath);
+  const store: CandidateSetStore = options.store ?? new SqliteCandidateSetStore(options.dbPath);
 
   const health = async (): Promise<HealthCheck[]> => {
     const checks: HealthCheck[] = [];
@@ -112,7 +114,7 @@ export async function buildSelection(options: SelectionOptions): Promise<Fastify
   const app = createService({ name: "selection", logger: options.logger, health, auth: options.auth, limits: options.limits });
   app.addHook("onClose", async () => {
     await closeSource();
-    await store.close();
+    if (!options.store) await store.close();
   });
 
   app.post<{ Body: CandidateSetRequest }>("/v1/candidate-sets", { schema: { body: ref("candidate_set_request") } }, async (req, reply) => {

@@ -1,0 +1,132 @@
+/**
+ * The plugin contract: what a plugin package's default export, made with `definePlugin`, may give the fabric. Stores
+ * behind core's interfaces (chosen by the scheme of the store URL), fastify plugins added to chosen services after
+ * core's routes, and `fabric` subcommands. Core never imports a plugin; it loads the ones it is told about or finds
+ * (plugin-loader.ts).
+ */
+import type { FastifyPluginAsync, FastifyPluginCallback } from "fastify";
+import type { Command } from "commander";
+import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
+import type { RunStore } from "./store/run-store.js";
+import type { NodeTypeStore } from "./store/node-type-store.js";
+import type { CandidateSetStore } from "./store/candidate-set-store.js";
+
+/** Marks a value made by definePlugin (a global symbol, so two copies of core recognise each other's plugins). */
+export const PLUGIN_BRAND: unique symbol = Symbol.for("nodefabric.plugin") as never;
+
+/** What a store factory is given besides the URL: the `store` options of the configuration. */
+export interface StoreOpenOptions {
+  /** Connections a pooled store may hold (store.pool_size). */
+  poolSize?: number;
+  /** Longest a single statement may run, in ms (store.statement_timeout_ms). */
+  statementTimeoutMs?: number;
+  /** The fabric's data folder (absolute), for a store that keeps local files. */
+  dataDir: string;
+  /** The service opening the store. */
+  service: ServiceName;
+}
+
+export type StoreFactory<S> = (url: URL, options: StoreOpenOptions) => S | Promise<S>;
+
+/**
+ * Stores a plugin serves for store URLs of its schemes (`postgres://…` for `schemes: ["postgres"]`). A kind the
+ * plugin leaves out stays on the embedded SQLite store. The fabric closes what it opened when the service stops.
+ */
+export interface PluginStores {
+  /** URL schemes, lowercase and without the colon, e.g. ["postgres", "postgresql"]. */
+  schemes: readonly string[];
+  /** The run coordinator's store. */
+  runs?: StoreFactory<RunStore>;
+  /** The node registry's store. */
+  nodeTypes?: StoreFactory<NodeTypeStore>;
+  /** The selection service's store. */
+  candidateSets?: StoreFactory<CandidateSetStore>;
+}
+
+/** A fastify plugin added to one service, after core's routes (encapsulated unless wrapped with fastify-plugin). */
+export interface PluginService {
+  service: ServiceName;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  plugin: FastifyPluginAsync<any> | FastifyPluginCallback<any>;
+  options?: Record<string, unknown>;
+}
+
+/** What a command factory is given: core's commander, so a plugin need not depend on its own copy. */
+export interface CommandTools {
+  Command: typeof Command;
+}
+
+/** Makes one `fabric` subcommand. */
+export type CommandFactory = (tools: CommandTools) => Command;
+
+export interface PluginInput {
+  /** The plugin's name, as errors and `fabric` output show it (usually its package name). */
+  name: string;
+  version?: string;
+  stores?: PluginStores;
+  services?: readonly PluginService[];
+  commands?: readonly CommandFactory[];
+}
+
+export interface PluginDefinition extends Readonly<PluginInput> {
+  readonly [PLUGIN_BRAND]: true;
+}
+
+const SCHEME = /^[a-z][a-z0-9+.-]*$/;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** What is wrong with a plugin's shape, in one sentence, or undefined when nothing is. */
+export function pluginProblem(value: unknown): string | undefined {
+  if (!isObject(value)) return "it is not an object";
+  const p = value as Partial<PluginInput> & Record<string, unknown>;
+  if (typeof p.name !== "string" || p.name.trim() === "") return "`name` must be a non-empty string";
+  if (p.version !== undefined && typeof p.version !== "string") return "`version` must be a string";
+  const known = new Set(["name", "version", "stores", "services", "commands"]);
+  const unknown = Object.keys(p).filter((k) => !known.has(k));
+  if (unknown.length > 0) return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `\`${k}\``).join(", ")} (a plugin may give name, version, stores, services, commands)`;
+  if (p.stores !== undefined) {
+    const s = p.stores as unknown;
+    if (!isObject(s)) return "`stores` must be an object with `schemes` and factories for runs, nodeTypes or candidateSets";
+    const schemes = s.schemes;
+    if (!Array.isArray(schemes) || schemes.length === 0) return "`stores.schemes` must be a non-empty array of URL schemes, such as [\"postgres\"]";
+    const bad = schemes.find((x) => typeof x !== "string" || !SCHEME.test(x));
+    if (bad !== undefined) return `\`stores.schemes\` holds ${JSON.stringify(bad)}: a scheme is lowercase letters, digits, "+", "-" or ".", without the colon`;
+    const kinds = ["runs", "nodeTypes", "candidateSets"] as const;
+    for (const k of kinds) if (s[k] !== undefined && typeof s[k] !== "function") return `\`stores.${k}\` must be a function (url, options) => store`;
+    if (!kinds.some((k) => s[k] !== undefined)) return "`stores` gives no factory: add runs, nodeTypes or candidateSets";
+    const extra = Object.keys(s).filter((k) => k !== "schemes" && !(kinds as readonly string[]).includes(k));
+    if (extra.length > 0) return `\`stores\` has unknown field ${extra.map((k) => `\`${k}\``).join(", ")}`;
+  }
+  if (p.services !== undefined) {
+    if (!Array.isArray(p.services)) return "`services` must be an array of { service, plugin, options? }";
+    for (const [i, entry] of (p.services as unknown[]).entries()) {
+      if (!isObject(entry)) return `\`services[${i}]\` must be an object { service, plugin, options? }`;
+      if (!(SERVICE_NAMES as readonly unknown[]).includes(entry.service)) return `\`services[${i}].service\` is ${JSON.stringify(entry.service)}: it must be one of ${SERVICE_NAMES.join(", ")}`;
+      if (typeof entry.plugin !== "function") return `\`services[${i}].plugin\` must be a fastify plugin (a function)`;
+      if (entry.options !== undefined && !isObject(entry.options)) return `\`services[${i}].options\` must be an object`;
+    }
+  }
+  if (p.commands !== undefined) {
+    if (!Array.isArray(p.commands)) return "`commands` must be an array of functions that each return a commander Command";
+    const i = (p.commands as unknown[]).findIndex((c) => typeof c !== "function");
+    if (i >= 0) return `\`commands[${i}]\` must be a function that returns a commander Command`;
+  }
+  return undefined;
+}
+
+/** Whether a value was made by definePlugin (any copy of core). */
+export function isPlugin(value: unknown): value is PluginDefinition {
+  return isObject(value) && (value as Record<symbol, unknown>)[PLUGIN_BRAND] === true;
+}
+
+/**
+ * Defines a NodeFabric plugin: the default export of a module its package names in
+ * `"nodefabric": { "plugins": ["./dist/index.js"] }`. A bad shape throws at once, naming the field.
+ */
+export function definePlugin(input: PluginInput): PluginDefinition {
+  const problem = pluginProblem(input);
+  if (problem) throw new TypeError(`definePlugin(${typeof input?.name === "string" ? JSON.stringify(input.name) : "…"}): ${problem}`);
+  const def = { ...input, [PLUGIN_BRAND]: true as const };
+  Object.defineProperty(def, PLUGIN_BRAND, { enumerable: false });
+  return Object.freeze(def);
+}
