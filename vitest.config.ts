@@ -17,7 +17,7 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ["test/**/*.test.ts", "sdk/test/**/*.test.ts", "core/test/**/*.test.ts", "handlers/*/test/**/*.test.ts", "templates/*/test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "sdk/test/**/*.test.ts", "core/test/**/*.test.ts", "handlers/*/test/**/*.test.ts", "plugins/*/test/**/*.test.ts", "templates/*/test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",
