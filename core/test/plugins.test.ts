@@ -186,3 +186,39 @@ describe("the fabric and its plugins", () => {
     expect(err.message).toMatch(/no plugin serves the store scheme postgres:\/\/ .*schemes available: memtest:\/\//);
   });
 });
+
+describe("plugin routes under authentication", () => {
+  it("a plugin route states its access: public answers anyone, a scoped one needs a token with the scope, none stops the start", async () => {
+    const { buildPdp, TokenVerifier } = await import("../src/index.js");
+    const { startTestIssuer } = await import("./support/test-issuer.js");
+    const idp = await startTestIssuer();
+    const verifier = new TokenVerifier({ keys: { jwksUrl: idp.jwksUrl }, issuer: idp.issuer, clockToleranceSeconds: 60 });
+    const app = await buildPdp({ logger: false, auth: { mode: "required", verifier } });
+    try {
+      await app.register(async (child) => {
+        child.get("/plugin/open", { config: { access: "public" } }, async () => ({ open: true }));
+        child.get("/plugin/guarded", { config: { access: { method: "GET", path: "/plugin/guarded", scope: "policy:decide" } } }, async () => ({ guarded: true }));
+      });
+      await app.listen({ host: "127.0.0.1", port: 0 });
+      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      expect(await (await fetch(`${base}/plugin/open`)).json()).toEqual({ open: true });
+      expect((await fetch(`${base}/plugin/guarded`)).status).toBe(401);
+      const token = await idp.mint({ aud: "nodefabric-pdp", scope: "policy:decide" });
+      const ok = await fetch(`${base}/plugin/guarded`, { headers: { authorization: `Bearer ${token}` } });
+      expect(ok.status).toBe(200);
+      expect(await ok.json()).toEqual({ guarded: true });
+    } finally {
+      await app.close();
+    }
+    const bare = await buildPdp({ logger: false, auth: { mode: "required", verifier } });
+    const start = async () => {
+      await bare.register(async (child) => {
+        child.get("/plugin/unstated", async () => ({}));
+      });
+      await bare.ready();
+    };
+    await expect(start()).rejects.toThrow("pdp: the route GET /plugin/unstated has no entry in ROUTE_ACCESS");
+    await bare.close().catch(() => undefined);
+    await idp.close();
+  });
+});

@@ -55,6 +55,12 @@ describe("fabric <plugin subcommand>", () => {
     expect(r.code).toBe(0);
   });
 
+  it("refuses a plugin command named like one of fabric's own, with exit 2", async () => {
+    const r = await runFabric(["memtest-hello", "--plugin", memtest, "--plugin", path.join(fixtures, "command-clash")], { cwd: repo });
+    expect(r.stderr).toBe("fabric: plugin command-clash adds the command `dev`, which fabric already has\n");
+    expect(r.code).toBe(2);
+  });
+
   it("finds a plugin by discovery, skipping a broken one with a warning", async () => {
     const project = tmp("nf-plugin-project-");
     for (const [name, dir] of [["@fixture/plugin-memtest", "memtest"], ["@fixture/plugin-throws", "throws-on-import"]]) {
