@@ -173,9 +173,9 @@ describe("the fabric and its plugins", () => {
 
   it("adds a plugin's routes to its service, and opens its run store for a store URL of its scheme", async () => {
     const plugins = await loadPlugins({ plugins: [fixture("memtest")] });
-    fabric = await startFabric(config({ store: { url: "memtest://unit" } }), ["run-coordinator", "run-gateway"], { plugins });
+    fabric = await startFabric(config({ store: { url: "memtest://unit", pool_size: 3, statement_timeout_ms: 250 } }), ["run-coordinator", "run-gateway"], { plugins });
     const seen = await (await fetch(`${fabric.urls["run-gateway"]}/memtest/seen`)).json();
-    expect(seen).toEqual({ store: "memtest", opened: 1, runs: [] });
+    expect(seen).toEqual({ store: "memtest", opened: 1, given: { url: "memtest://unit", poolSize: 3, statementTimeoutMs: 250, service: "run-coordinator" }, runs: [] });
     expect((await fetch(`${fabric.urls["run-coordinator"]}/memtest/seen`)).status).toBe(404);
   });
 

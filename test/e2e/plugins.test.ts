@@ -32,7 +32,7 @@ describe("fabric dev --plugin, with the plugin's run store", () => {
     const gateway = fabric.urls["run-gateway"]!;
     const before = await call("GET", `${gateway}/memtest/seen`);
     expect(before.status).toBe(200);
-    expect(before.body).toEqual({ store: "memtest", opened: 1, runs: [] });
+    expect(before.body).toEqual({ store: "memtest", opened: 1, given: { url: "memtest://e2e", service: "run-coordinator" }, runs: [] });
     await eventually(async () => {
       const r = await call("GET", `${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.echo`);
       return r.status === 200 && r.body.length > 0 ? true : undefined;
