@@ -47,6 +47,26 @@ describe("fabric dev --plugin, with the plugin's run store", () => {
   });
 });
 
+describe("fabric start, with plugins from FABRIC_PLUGINS and the store from FABRIC_STORE_URL", () => {
+  it("adds the plugin's route to the gateway started on its own, and the coordinator on its own opens the plugin's store", async () => {
+    const env = { FABRIC_PLUGINS: memtest, FABRIC_STORE_URL: "memtest://split" };
+    const dataDir = tmp("nf-plugin-start-");
+    const gateway = await startFabricProcess(["start", "run-gateway", "--auth", "disabled", "--port-base", "0", "--data-dir", dataDir], { cwd: repo, env, expect: 1 });
+    const coordinator = await startFabricProcess(["start", "run-coordinator", "--auth", "disabled", "--port-base", "0", "--data-dir", dataDir], { cwd: repo, env, expect: 1 });
+    try {
+      // The gateway has no run store: the plugin's route answers, and no store was opened in its process.
+      const seen = await call("GET", `${gateway.urls["run-gateway"]}/memtest/seen`);
+      expect(seen.body).toEqual({ store: "memtest", opened: 0, runs: [] });
+      expect(coordinator.output()).toMatch(/^store: memtest:\/\/split$/m);
+      expect(fs.existsSync(path.join(dataDir, "run-coordinator.db"))).toBe(false);
+      expect((await call("GET", `${coordinator.urls["run-coordinator"]}/v1/health`)).body.status).toBe("ok");
+    } finally {
+      await gateway.stop();
+      await coordinator.stop();
+    }
+  });
+});
+
 describe("fabric <plugin subcommand>", () => {
   it("runs a command a plugin named with --plugin adds", async () => {
     const r = await runFabric(["memtest-hello", "you", "--plugin", memtest], { cwd: repo });
