@@ -16,3 +16,4 @@ export {
   type Migration,
   type MigrationQuery,
 } from "./migrate.js";
+export { default } from "./plugin.js";

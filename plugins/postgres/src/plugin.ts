@@ -1,0 +1,66 @@
+/**
+ * The plugin definition core loads: for now the `fabric postgres migrate` command, which brings a database up to this
+ * release's schema. The stores, selected by `--store postgres://…`, come next and will be declared here.
+ */
+import { definePlugin, type CommandTools } from "@nodefabric/core";
+import pg from "pg";
+import { migrate } from "./pg-migrate.js";
+import { MigrationError } from "./migrate.js";
+
+/** A store URL as it may be printed: the password hidden. */
+function redacted(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(not a URL)";
+  }
+}
+
+function migrateCommand({ Command }: CommandTools) {
+  return new Command("migrate")
+    .description("apply this release's migrations to a PostgreSQL database (safe when several processes run it at once)")
+    .option("--store <url>", "the database, postgres://user@host:port/db (default: $FABRIC_STORE_URL)")
+    .option("--schema <name>", "the schema to migrate, created when missing (default: the connection's search_path)")
+    .action(async (opts: { store?: string; schema?: string }) => {
+      const url = opts.store ?? process.env.FABRIC_STORE_URL;
+      if (!url) {
+        process.stderr.write("fabric postgres migrate: give the database with --store postgres://… or FABRIC_STORE_URL\n");
+        process.exitCode = 2;
+        return;
+      }
+      let scheme: string;
+      try {
+        scheme = new URL(url).protocol;
+      } catch {
+        scheme = "";
+      }
+      if (scheme !== "postgres:" && scheme !== "postgresql:") {
+        process.stderr.write(`fabric postgres migrate: ${redacted(url)} is not a postgres:// or postgresql:// URL\n`);
+        process.exitCode = 2;
+        return;
+      }
+      const pool = new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 10_000 });
+      try {
+        const result = await migrate(pool, opts.schema === undefined ? {} : { schema: opts.schema });
+        const where = `${redacted(url)}${opts.schema ? ` (schema ${opts.schema})` : ""}`;
+        process.stdout.write(
+          result.applied.length === 0
+            ? `${where} is at version ${result.version}: nothing to apply\n`
+            : `${where}: applied ${result.applied.join(", ")}; now at version ${result.version}\n`,
+        );
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        process.stderr.write(`fabric postgres migrate: ${redacted(url)}: ${message}\n`);
+        process.exitCode = err instanceof MigrationError ? 2 : 1;
+      } finally {
+        await pool.end();
+      }
+    });
+}
+
+export default definePlugin({
+  name: "@nodefabric/plugin-postgres",
+  commands: [(tools) => new tools.Command("postgres").description("NodeFabric's PostgreSQL store").addCommand(migrateCommand(tools))],
+});

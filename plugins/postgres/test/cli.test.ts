@@ -1,0 +1,63 @@
+/**
+ * `fabric postgres migrate`, as an operator runs it: the built `fabric` CLI in this repository, which discovers the
+ * plugin in node_modules, against the real PostgreSQL server. Needs `npm run build` (as `npm test` does).
+ */
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+
+const PG_URL = process.env.FABRIC_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const repo = fileURLToPath(new URL("../../..", import.meta.url));
+const cli = fileURLToPath(new URL("../../../core/dist/cli/main.js", import.meta.url));
+const schema = `nf_cli_${randomBytes(6).toString("hex")}`;
+const admin = new pg.Pool({ connectionString: PG_URL, max: 1 });
+
+afterAll(async () => {
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await admin.end();
+});
+
+function fabric(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cli, ...args], { cwd: repo, env: { ...process.env, FABRIC_STORE_URL: "", ...env } }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe("fabric postgres migrate", () => {
+  it("is a fabric command once the plugin is installed, and loads without a warning", async () => {
+    const help = await fabric(["--help"]);
+    expect(help.stdout).toMatch(/^\s+postgres\b/m);
+    expect(help.stderr).not.toMatch(/plugin-postgres/);
+  });
+
+  it("applies the migrations once, then has nothing to apply", async () => {
+    const first = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", schema]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(new RegExp(`\\(schema ${schema}\\): applied 1; now at version 1`));
+    const { rows } = await admin.query(`SELECT version FROM ${schema}.nodefabric_migrations ORDER BY version`);
+    expect(rows.map((r) => r.version)).toEqual([1]);
+
+    const again = await fabric(["postgres", "migrate", "--schema", schema], { FABRIC_STORE_URL: PG_URL });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/is at version 1: nothing to apply/);
+  });
+
+  it("refuses a missing or foreign URL (exit 2), and names an unreachable server with its password hidden (exit 1)", async () => {
+    const none = await fabric(["postgres", "migrate"]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/give the database with --store postgres:\/\/… or FABRIC_STORE_URL/);
+
+    const foreign = await fabric(["postgres", "migrate", "--store", "mysql://db.example/x"]);
+    expect(foreign.code).toBe(2);
+    expect(foreign.stderr).toMatch(/is not a postgres:\/\/ or postgresql:\/\/ URL/);
+
+    const down = await fabric(["postgres", "migrate", "--store", "postgres://postgres:s3cret@127.0.0.1:1/test"]);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/test: connect ECONNREFUSED/);
+    expect(down.stderr).not.toContain("s3cret");
+  });
+});
