@@ -9,7 +9,7 @@ import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
 import { DEFAULT_SERVICE_LIMITS, type ServiceLimits } from "./http/edge.js";
 import { AUTH_MODES, type AuthMode } from "./http/auth-plugin.js";
 import { checkAllowHost, parseCidr } from "./services/atomic-executor/egress-policy.js";
-import { checkSecretHost, secretHostsFromEnv } from "./services/atomic-executor/handler-secrets.js";
+import { checkSecretHost, secretHostsFromEnv } from "@nodefabric/sdk/runtime";
 import { parseSqliteDriver } from "./store/sqlite-driver.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;

@@ -19,7 +19,7 @@ import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
 import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
 import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
-import { secretsFromEnv } from "./services/atomic-executor/handler-secrets.js";
+import { secretsFromEnv } from "@nodefabric/sdk/runtime";
 import type { EgressOptions } from "./services/atomic-executor/egress-policy.js";
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 import { loadPlugins, storesFor, type LoadedPlugin } from "./plugin-loader.js";

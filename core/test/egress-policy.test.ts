@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { EgressPolicy, parseCidr } from "../src/services/atomic-executor/egress-policy.js";
-import { SecretBindings, secretHostsFromEnv, secretsFromEnv } from "../src/services/atomic-executor/handler-secrets.js";
+import { SecretBindings, secretHostsFromEnv, secretsFromEnv } from "@nodefabric/sdk/runtime";
 import { ConfigError, loadConfig } from "../src/config.js";
 
 const denial = (policy: EgressPolicy, address: string) => policy.checkAddress(address, address);

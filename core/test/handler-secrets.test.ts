@@ -1,5 +1,5 @@
 import { describe, it, expect } from "vitest";
-import { secretsFromEnv } from "../src/services/atomic-executor/handler-secrets.js";
+import { secretsFromEnv } from "@nodefabric/sdk/runtime";
 
 describe("handler secrets from the environment", () => {
   it("takes FABRIC_SECRET_<NAME> as the secret NAME, and nothing else", () => {

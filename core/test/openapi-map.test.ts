@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { validatorFor } from "@nodefabric/schemas";
-import { createHandlerAjv } from "../src/http/handler-schemas.js";
+import { createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { loadOpenApi } from "../src/openapi/load.js";
 import { mapOpenApi } from "../src/openapi/map.js";
 import type { MapOpenApiOptions, MappedOperation, OpenApiDocument, OpenApiMapping } from "../src/openapi/types.js";

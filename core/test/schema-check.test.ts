@@ -2,7 +2,7 @@
 // load instead of compiling. It must refuse what Ajv's compile refuses in the common cases, with the same message, and
 // pass what compiles; the comparison with a real compile keeps it honest.
 import { describe, it, expect } from "vitest";
-import { compileHandlerSchema, createHandlerAjv, schemaProblem } from "../src/http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv, schemaProblem } from "@nodefabric/sdk/runtime";
 
 /** Ajv's verdict: undefined when the schema compiles, else its message. */
 function compileProblem(schema: Record<string, unknown>): string | undefined {

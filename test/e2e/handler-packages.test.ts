@@ -8,7 +8,8 @@ import { sh, shBackground, type BackgroundCommand } from "./shell.js";
 import { freePortBase } from "./fabric-cli.js";
 import { readmeCommand } from "../readme-blocks.js";
 import { call, eventually } from "../run-client.js";
-import { localBetterSqlitePrebuild, nodeHasSqlite } from "./sqlite-prebuild.js";
+import { localBetterSqlitePrebuild } from "./sqlite-prebuild.js";
+import { nodeHasSqlite } from "../../core/src/store/sqlite-driver.js";
 
 // The release, as a user meets it. Every public package of this repository is published, by the release script, to
 // a real npm registry (Verdaccio on loopback, with its own storage). Then, with npm pointed at that registry and

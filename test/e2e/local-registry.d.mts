@@ -8,9 +8,6 @@ export interface LocalRegistry {
    * reused). No audit, fund or update checks.
    */
   env: NodeJS.ProcessEnv;
-  /** Where npm keeps its cache for these commands. */
-  cacheDir: string;
-  output(): string;
   stop(): Promise<void>;
 }
 

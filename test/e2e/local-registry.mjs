@@ -3,13 +3,12 @@
  * temporary folder. Our packages (`@nodefabric/*`, `create-fabric-handler`, and the handler packages the tests
  * scaffold, `my-*`) live only there; every other package is proxied from the registry npm is configured with.
  */
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import { execFileSync } from "node:child_process";
 
 export const repo = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -118,11 +117,9 @@ export async function startLocalRegistry(dir) {
   if (!res.ok || !body.token) throw new Error(`Verdaccio refused to create a user: ${res.status} ${JSON.stringify(body)}`);
   const npmrc = path.join(dir, "user.npmrc");
   writeFileSync(npmrc, `//127.0.0.1:${port}/:_authToken=${body.token}\n`, { mode: 0o600 });
-  const cacheDir = path.join(dir, "npm-cache");
 
   return {
     url,
-    cacheDir,
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -130,13 +127,12 @@ export async function startLocalRegistry(dir) {
       LANG: process.env.LANG,
       npm_config_registry: `${url}/`,
       npm_config_userconfig: npmrc,
-      npm_config_cache: cacheDir,
+      npm_config_cache: path.join(dir, "npm-cache"),
       npm_config_audit: "false",
       npm_config_fund: "false",
       npm_config_update_notifier: "false",
       FABRIC_LOG_LEVEL: "warn",
     },
-    output: () => out,
     stop: async () => {
       if (child.exitCode === null) child.kill("SIGTERM");
       await exited;

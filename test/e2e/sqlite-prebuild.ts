@@ -9,14 +9,9 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { promisify } from "node:util";
 import { repo } from "./local-registry.mjs";
+import { nodeHasSqlite } from "../../core/src/store/sqlite-driver.js";
 
 const run = promisify(execFile);
-
-/** True when this Node has `node:sqlite` without a flag (22.13 and later, 23.4 and later). */
-export function nodeHasSqlite(): boolean {
-  const [major, minor] = process.versions.node.split(".").map(Number) as [number, number];
-  return major > 23 || (major === 23 && minor >= 4) || (major === 22 && minor >= 13);
-}
 
 /**
  * Packs this repository's better-sqlite3 build as the prebuild its installer looks for first

@@ -8,7 +8,7 @@ import type { ValidateFunction } from "ajv";
 import { validatorFor } from "@nodefabric/schemas";
 import type { AtomicExecuteResult, FabricErrorBody, NodeRunCompleteRequest, NodeRunEvaluationReportRequest } from "@nodefabric/schemas";
 import { FabricError } from "../http/errors.js";
-import { compileHandlerSchema, createHandlerAjv } from "../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
 import type { EngineCore } from "./engine-core.js";

@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import type { NodeType } from "@nodefabric/schemas";
 import { validatorFor } from "@nodefabric/schemas";
-import { compileHandlerSchema, createHandlerAjv } from "../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { operationDescriptorOf } from "@nodefabric/sdk";
 import {
   OPENAPI_EXTENSION,

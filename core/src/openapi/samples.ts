@@ -7,7 +7,7 @@
 import type { ValidateFunction } from "ajv";
 import type { Ajv2020 } from "ajv/dist/2020.js";
 import { generateSync } from "json-schema-faker";
-import { compileHandlerSchema, createHandlerAjv } from "../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { stringMatching } from "./regex.js";
 import type { SchemaObject } from "./types.js";
 

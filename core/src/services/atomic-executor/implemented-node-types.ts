@@ -12,7 +12,7 @@ import { FabricError } from "../../http/errors.js";
 import { clock } from "../../clock.js";
 import type { AtomicDefinition } from "@nodefabric/sdk";
 import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
-import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 
 export { IMPLEMENTATION_EXTENSION, implementationOf } from "../../node-type-implementation.js";
 import { implementationOf } from "../../node-type-implementation.js";

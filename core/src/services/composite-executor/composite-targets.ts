@@ -9,7 +9,7 @@ import type { RegistryClient } from "../../clients/registry-client.js";
 import { isCompositeDefinition } from "@nodefabric/sdk";
 import type { CompositeContext, JsonObject } from "@nodefabric/sdk";
 import type { LoadedDefinition, LoadedHandlers } from "../atomic-executor/handler-loader.js";
-import { compileHandlerSchema, createHandlerAjv } from "../../http/handler-schemas.js";
+import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { planOf, runPlan } from "./plan/index.js";
 
 /** A composite the executor can drive. */

@@ -6,7 +6,7 @@
  * meta-schema, a `$ref` that does not resolve inside the document, a regular expression that is not valid).
  */
 import type { ValidationIssue } from "../../http/errors.js";
-import { schemaProblem } from "../../http/handler-schemas.js";
+import { schemaProblem } from "@nodefabric/sdk/runtime";
 
 /** Checks each named schema; returns one issue per schema that would not compile, at its JSON Pointer path. */
 export function schemaCompileIssues(schemas: Array<{ path: string; schema: unknown }>): ValidationIssue[] {
