@@ -65,6 +65,11 @@ export interface ExecutorFilter {
   node_type_id?: string;
   /** Only with node_type_id. */
   version?: string;
+  /**
+   * Only executors heard from (registered or heartbeat) at or after this instant (RFC 3339). The registry passes
+   * now minus its heartbeat TTL, so a dead executor leaves the directory within seconds.
+   */
+  seen_since?: string;
 }
 
 export interface NodeTypeStore {
@@ -84,6 +89,13 @@ export interface NodeTypeStore {
   putExecutor(record: ExecutorRecord): Promise<ExecutorRecord>;
   /** Executors ordered by executor_instance_id, optionally only those serving a node type (version). */
   listExecutors(filter?: ExecutorFilter): Promise<ExecutorRecord[]>;
+  /**
+   * Records a heartbeat: the executor was alive at `at` (RFC 3339). False when the store holds no such executor
+   * (it must register again). `putExecutor` counts as a heartbeat at `registered_at`.
+   */
+  touchExecutor(executorInstanceId: string, at: string): Promise<boolean>;
+  /** Removes executors not heard from since `before` (RFC 3339); returns how many. */
+  pruneExecutors(before: string): Promise<number>;
   /** A trivial round trip, for health checks. */
   ping(): Promise<void>;
   close(): Promise<void>;

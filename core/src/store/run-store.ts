@@ -133,5 +133,90 @@ export interface RunStore {
   /** Open runs whose deadline passed before `now`. */
   listOverdueRuns(now: number, limit: number): Promise<RunRecord[]>;
 
+  /** Present on a store several coordinators share (PostgreSQL); absent on the embedded SQLite store. */
+  readonly shared?: SharedRunStore;
+
   close(): Promise<void>;
+}
+
+/** A coordinator as the shared directory lists it. */
+export interface CoordinatorRecord {
+  instance_id: string;
+  /** The base URL other coordinators forward requests for its runs to; null before it listens. */
+  endpoint: string | null;
+  /** Its announcement (and its runs' leases, unless renewed) runs out at this time (epoch ms). */
+  expires_at: number;
+}
+
+/** Who holds a run now. */
+export interface RunOwner {
+  owner: string;
+  /** The owner's endpoint from the directory, or null when it announced none. */
+  endpoint: string | null;
+  /** The fencing token the owner claimed the run with. */
+  epoch: number;
+  /** The owner's lease on the run runs out at this time (epoch ms). */
+  expires_at: number;
+}
+
+/** The code of a FencedError. */
+export const FENCED = "FABRIC_FENCED";
+
+/**
+ * A write refused because the writer no longer holds a run it touches: another coordinator took it over (a newer
+ * epoch) while this one was paused, or it never held it. Nothing of the batch was written.
+ */
+export class FencedError extends Error {
+  readonly code = FENCED;
+  constructor(readonly runIds: string[]) {
+    super(`this coordinator no longer holds run${runIds.length === 1 ? "" : "s"} ${runIds.join(", ")}: another coordinator took over`);
+    this.name = "FencedError";
+  }
+
+  static is(err: unknown): err is FencedError {
+    return err instanceof Error && (err as { code?: unknown }).code === FENCED;
+  }
+}
+
+/**
+ * What a store shared by several coordinators adds. Each open run is driven by one coordinator at a time, its
+ * owner, which holds a lease on the run row with a fencing token (the lease epoch). The owner is the only writer of
+ * the run: requests for it that reach another coordinator are forwarded to the owner. A coordinator that dies stops
+ * renewing; once its leases run out another takes its runs over (FOR UPDATE SKIP LOCKED, epoch + 1) and recovers
+ * them. A coordinator that was merely paused finds its writes refused (FencedError), since its epoch is old.
+ */
+export interface SharedRunStore {
+  /**
+   * Binds the store to one coordinator. From then on:
+   * - every `apply` is fenced: each run a batch touches must be held by `owner` at the epoch it was claimed with
+   *   (else FencedError, and nothing is written); a run the batch creates is held by `owner` from epoch 1;
+   * - `claim`, `listExpiredLeases`, `listOverdueRuns` and `listOpenRuns` answer only runs `owner` holds; `claim`
+   *   also takes NodeRuns whose lease belongs to a previous owner of their run;
+   * - commits that wrote events are announced to the other processes (see `onCommit`).
+   */
+  attach(owner: string, leaseMs: number): void;
+  /** Whether the attached owner holds the run, as far as this process knows (no round trip). */
+  holds(runId: string): boolean;
+  /** Extends the lease of every open run the owner holds to now + leaseMs; answers the runs it lost meanwhile. */
+  renew(now: number): Promise<{ lost: string[] }>;
+  /**
+   * Takes over open runs whose lease ran out before `now` (or that nobody holds), at most `limit`, skipping rows
+   * another coordinator is taking at the same moment; with `runIds`, only those. Bumps each epoch and answers the
+   * ids taken.
+   */
+  takeOver(now: number, limit: number, runIds?: string[]): Promise<string[]>;
+  /** Who holds a run now (lease live or not), or undefined when the run is unknown or nobody holds it. */
+  ownerOf(runId: string): Promise<RunOwner | undefined>;
+  /** Announces the attached coordinator in the directory, with its endpoint, until now + ttlMs. */
+  announce(endpoint: string | null, now: number, ttlMs: number): Promise<void>;
+  /** Coordinators whose announcement is live at `now`, ordered by instance id. */
+  coordinators(now: number): Promise<CoordinatorRecord[]>;
+  /**
+   * Hears of commits made by other processes: `listener(runId, seq)` after a commit gave the run's events up to
+   * `seq`. After a lost connection to the database, `listener(null, -1)`: notices may have been missed, so the
+   * listener re-reads whatever it follows. One connection per store serves every listener.
+   */
+  onCommit(listener: (runId: string | null, seq: number) => void): () => void;
+  /** A secret every coordinator of the database shares (32 random bytes made by the first to ask). */
+  sharedSecret(name: string): Promise<Uint8Array>;
 }
