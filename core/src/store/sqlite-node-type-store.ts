@@ -36,7 +36,8 @@ const MIGRATIONS: string[] = [
    CREATE TABLE IF NOT EXISTS executors (
      executor_instance_id TEXT PRIMARY KEY,
      json TEXT NOT NULL,
-     registered_at TEXT NOT NULL
+     registered_at TEXT NOT NULL,
+     last_seen INTEGER
    ) WITHOUT ROWID;
    CREATE TABLE IF NOT EXISTS executor_node_types (
      node_type_id TEXT NOT NULL,
@@ -78,6 +79,35 @@ function upgradeVersionOrder(db: SqliteDatabase): void {
   }).immediate();
 }
 
+/**
+ * Gives an executors table written before heartbeats its `last_seen` column (ms since the epoch, so instants written
+ * in any RFC 3339 form compare as times), counting each registration as the last sign of life. A column check rather
+ * than a user_version step: stores sharing one file share user_version, so a numbered step could be skipped.
+ */
+function upgradeExecutorLastSeen(db: SqliteDatabase): void {
+  const current = () => (db.pragma("table_info(executors)") as Array<{ name: string }>).some((c) => c.name === "last_seen");
+  const indexed = () => (db.pragma("index_list(executors)") as Array<{ name: string }>).some((i) => i.name === "executors_by_last_seen");
+  // Checked before taking the write lock, so opening an up-to-date file writes nothing.
+  if (current() && indexed() && db.prepare(`SELECT 1 FROM executors WHERE last_seen IS NULL LIMIT 1`).get() === undefined) return;
+  db.transaction(() => {
+    if (!current()) db.exec(`ALTER TABLE executors ADD COLUMN last_seen INTEGER`);
+    const rows = db.prepare(`SELECT executor_instance_id, registered_at FROM executors WHERE last_seen IS NULL`).all() as Array<{
+      executor_instance_id: string;
+      registered_at: string;
+    }>;
+    const set = db.prepare(`UPDATE executors SET last_seen = ? WHERE executor_instance_id = ?`);
+    for (const r of rows) set.run(Date.parse(r.registered_at) || 0, r.executor_instance_id);
+    db.exec(`CREATE INDEX IF NOT EXISTS executors_by_last_seen ON executors (last_seen)`);
+  }).immediate();
+}
+
+/** An RFC 3339 instant as ms since the epoch; anything else is a caller's bug. */
+function instantMs(at: string, what: string): number {
+  const ms = Date.parse(at);
+  if (!Number.isFinite(ms)) throw new TypeError(`${what} is not an RFC 3339 instant: ${JSON.stringify(at)}`);
+  return ms;
+}
+
 interface Row {
   node_type_id: string;
   version: string;
@@ -105,6 +135,7 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
     this.db = openSqlite(path, options);
     migrateSqlite(this.db, MIGRATIONS);
     upgradeVersionOrder(this.db);
+    upgradeExecutorLastSeen(this.db);
     const db = this.db;
     this.stmt = {
       insert: db.prepare(
@@ -132,17 +163,25 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
          ORDER BY t.node_type_id`,
       ),
       putExecutor: db.prepare(
-        `INSERT INTO executors (executor_instance_id, json, registered_at) VALUES (?, ?, ?)
-         ON CONFLICT (executor_instance_id) DO UPDATE SET json = excluded.json, registered_at = excluded.registered_at`,
+        `INSERT INTO executors (executor_instance_id, json, registered_at, last_seen) VALUES (?, ?, ?, ?)
+         ON CONFLICT (executor_instance_id) DO UPDATE
+           SET json = excluded.json, registered_at = excluded.registered_at, last_seen = excluded.last_seen`,
       ),
+      // max(): heartbeats relayed by several registries may arrive out of order; a late one never ages an executor.
+      touchExecutor: db.prepare(`UPDATE executors SET last_seen = max(coalesce(last_seen, 0), ?) WHERE executor_instance_id = ?`),
+      staleExecutors: db.prepare(`SELECT executor_instance_id FROM executors WHERE coalesce(last_seen, 0) < ?`).pluck(),
+      deleteExecutor: db.prepare(`DELETE FROM executors WHERE executor_instance_id = ?`),
       clearServed: db.prepare(`DELETE FROM executor_node_types WHERE executor_instance_id = ?`),
       addServed: db.prepare(
         `INSERT INTO executor_node_types (node_type_id, version, executor_instance_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
       ),
-      allExecutors: db.prepare(`SELECT json FROM executors ORDER BY executor_instance_id`).pluck(),
+      allExecutors: db.prepare(
+        `SELECT json FROM executors WHERE (@seen_since IS NULL OR last_seen >= @seen_since) ORDER BY executor_instance_id`,
+      ).pluck(),
       executorsServing: db.prepare(
         `SELECT e.json FROM executors e
-         WHERE EXISTS (SELECT 1 FROM executor_node_types x
+         WHERE (@seen_since IS NULL OR e.last_seen >= @seen_since)
+           AND EXISTS (SELECT 1 FROM executor_node_types x
                        WHERE x.executor_instance_id = e.executor_instance_id
                          AND x.node_type_id = @node_type_id
                          AND (@version IS NULL OR x.version = @version))
@@ -210,8 +249,9 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
   }
 
   async putExecutor(record: ExecutorRecord): Promise<ExecutorRecord> {
+    const lastSeen = instantMs(record.registered_at, "registered_at");
     this.db.transaction(() => {
-      this.stmt.putExecutor.run(record.executor_instance_id, JSON.stringify(record), record.registered_at);
+      this.stmt.putExecutor.run(record.executor_instance_id, JSON.stringify(record), record.registered_at, lastSeen);
       this.stmt.clearServed.run(record.executor_instance_id);
       for (const ref of record.node_types) this.stmt.addServed.run(ref.node_type_id, ref.version, record.executor_instance_id);
     })();
@@ -219,10 +259,27 @@ export class SqliteNodeTypeStore implements NodeTypeStore {
   }
 
   async listExecutors(filter: ExecutorFilter = {}): Promise<ExecutorRecord[]> {
+    const seen_since = filter.seen_since === undefined ? null : instantMs(filter.seen_since, "seen_since");
     const rows = (filter.node_type_id === undefined
-      ? this.stmt.allExecutors.all()
-      : this.stmt.executorsServing.all({ node_type_id: filter.node_type_id, version: filter.version ?? null })) as string[];
+      ? this.stmt.allExecutors.all({ seen_since })
+      : this.stmt.executorsServing.all({ node_type_id: filter.node_type_id, version: filter.version ?? null, seen_since })) as string[];
     return rows.map((json) => JSON.parse(json) as ExecutorRecord);
+  }
+
+  async touchExecutor(executorInstanceId: string, at: string): Promise<boolean> {
+    return this.stmt.touchExecutor.run(instantMs(at, "at"), executorInstanceId).changes > 0;
+  }
+
+  async pruneExecutors(before: string): Promise<number> {
+    const cutoff = instantMs(before, "before");
+    return this.db.transaction(() => {
+      const ids = this.stmt.staleExecutors.all(cutoff) as string[];
+      for (const id of ids) {
+        this.stmt.clearServed.run(id);
+        this.stmt.deleteExecutor.run(id);
+      }
+      return ids.length;
+    })();
   }
 
   async ping(): Promise<void> {

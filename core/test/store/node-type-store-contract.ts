@@ -5,7 +5,7 @@
  * just above the highest semver published before it.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { NodeKind, NodeTypeStore, StoredNodeType } from "../../src/store/node-type-store.js";
+import type { ExecutorRecord, NodeKind, NodeTypeStore, StoredNodeType } from "../../src/store/node-type-store.js";
 
 /** What `open` hands the suite: an empty store, optionally a way to open the same data again, and a cleanup. */
 export interface NodeTypeStoreHarness {
@@ -22,6 +22,23 @@ let tick = 0;
 export function storedNodeType(node_type_id: string, version: string, kind: NodeKind = "atomic"): StoredNodeType {
   const json = JSON.stringify({ description: `${node_type_id} ${version}`, kind, node_type_id, version });
   return { node_type_id, version, kind, json, published_at: new Date(T0 + tick++).toISOString() };
+}
+
+/** An instant `s` seconds after T0, as RFC 3339. */
+const at = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+/** An executor entry registered `s` seconds after T0, serving `refs` (`id@version`). */
+export function executorRecord(id: string, s: number, refs: string[] = ["svc.echo@1.0.0"], kind: NodeKind = "atomic"): ExecutorRecord {
+  return {
+    executor_instance_id: id,
+    endpoint: `http://127.0.0.1:${9000 + id.length}/${id}`,
+    kind,
+    node_types: refs.map((r) => {
+      const [node_type_id, version] = r.split("@") as [string, string];
+      return { node_type_id, version };
+    }),
+    registered_at: at(s),
+  };
 }
 
 export function nodeTypeStoreContract(name: string, open: () => Promise<NodeTypeStoreHarness>): void {
@@ -145,6 +162,82 @@ export function nodeTypeStoreContract(name: string, open: () => Promise<NodeType
       await publish("r.keep", ["v2"]);
       expect(await store.listVersions("r.keep")).toEqual(["1.0.1", "2.0.0", "v1", "v2"]);
       expect(await latest("r.keep")).toBe("v2");
+    });
+    describe("executor directory and heartbeats", () => {
+      const ids = async (filter?: Parameters<NodeTypeStore["listExecutors"]>[0]) => (await store.listExecutors(filter)).map((e) => e.executor_instance_id);
+
+      it("stores an executor's entry as given, replaces it on registering again, and lists by served node type", async () => {
+        const first = executorRecord("exec-b", 0, ["svc.echo@1.0.0", "svc.other@2.0.0"]);
+        first.extensions = { "x.region": "eu" };
+        expect(await store.putExecutor(first)).toEqual(first);
+        await store.putExecutor(executorRecord("exec-a", 0, ["svc.echo@1.1.0"]));
+        expect(await store.listExecutors()).toEqual([executorRecord("exec-a", 0, ["svc.echo@1.1.0"]), first]);
+        expect(await ids({ node_type_id: "svc.echo" })).toEqual(["exec-a", "exec-b"]);
+        expect(await ids({ node_type_id: "svc.echo", version: "1.0.0" })).toEqual(["exec-b"]);
+        expect(await ids({ node_type_id: "svc.none" })).toEqual([]);
+
+        await store.putExecutor(executorRecord("exec-b", 1, ["svc.other@2.0.0"]));
+        expect(await ids({ node_type_id: "svc.echo" })).toEqual(["exec-a"]);
+        expect(await ids({ node_type_id: "svc.other", version: "2.0.0" })).toEqual(["exec-b"]);
+        expect((await store.listExecutors()).find((e) => e.executor_instance_id === "exec-b")).toEqual(executorRecord("exec-b", 1, ["svc.other@2.0.0"]));
+      });
+
+      it("counts a registration as a sign of life at registered_at: seen_since keeps it from that instant on", async () => {
+        await store.putExecutor(executorRecord("exec-a", 10));
+        await store.putExecutor(executorRecord("exec-b", 20));
+        expect(await ids({ seen_since: at(10) })).toEqual(["exec-a", "exec-b"]);
+        expect(await ids({ seen_since: at(10.5) })).toEqual(["exec-b"]);
+        expect(await ids({ seen_since: at(20) })).toEqual(["exec-b"]);
+        expect(await ids({ seen_since: at(21) })).toEqual([]);
+        expect(await ids({ node_type_id: "svc.echo", version: "1.0.0", seen_since: at(15) })).toEqual(["exec-b"]);
+        expect(await ids({ node_type_id: "svc.echo", seen_since: at(5) })).toEqual(["exec-a", "exec-b"]);
+      });
+
+      it("a heartbeat keeps an executor listed without changing its entry; an unknown one answers false", async () => {
+        await store.putExecutor(executorRecord("exec-a", 10));
+        expect(await store.touchExecutor("exec-a", at(30))).toBe(true);
+        expect(await ids({ seen_since: at(25) })).toEqual(["exec-a"]);
+        expect(await ids({ node_type_id: "svc.echo", version: "1.0.0", seen_since: at(30) })).toEqual(["exec-a"]);
+        expect(await ids({ seen_since: at(31) })).toEqual([]);
+        // The entry is what was registered: a heartbeat is not a registration.
+        expect(await store.listExecutors()).toEqual([executorRecord("exec-a", 10)]);
+
+        expect(await store.touchExecutor("exec-unknown", at(30))).toBe(false);
+        expect(await ids()).toEqual(["exec-a"]);
+      });
+
+      it("prunes executors not heard from since an instant, keeps the others, and forgets what the pruned served", async () => {
+        await store.putExecutor(executorRecord("exec-old", 10, ["svc.echo@1.0.0"]));
+        await store.putExecutor(executorRecord("exec-edge", 20, ["svc.echo@1.0.0"]));
+        await store.putExecutor(executorRecord("exec-beating", 0, ["svc.echo@1.0.0"]));
+        expect(await store.touchExecutor("exec-beating", at(40))).toBe(true);
+
+        expect(await store.pruneExecutors(at(20))).toBe(1);
+        expect(await ids()).toEqual(["exec-beating", "exec-edge"]);
+        expect(await ids({ node_type_id: "svc.echo", version: "1.0.0" })).toEqual(["exec-beating", "exec-edge"]);
+        // Gone from the store: its heartbeat is refused, so it registers again.
+        expect(await store.touchExecutor("exec-old", at(41))).toBe(false);
+
+        expect(await store.pruneExecutors(at(20))).toBe(0);
+        expect(await store.pruneExecutors(at(40.001))).toBe(2);
+        expect(await ids()).toEqual([]);
+        expect(await ids({ node_type_id: "svc.echo" })).toEqual([]);
+
+        await store.putExecutor(executorRecord("exec-old", 50, ["svc.echo@1.0.0"]));
+        expect(await ids({ node_type_id: "svc.echo", seen_since: at(50) })).toEqual(["exec-old"]);
+      });
+
+      it("keeps the last sign of life when the data is opened again", async () => {
+        if (!h.reopen) return;
+        await store.putExecutor(executorRecord("exec-a", 10));
+        await store.putExecutor(executorRecord("exec-b", 10));
+        expect(await store.touchExecutor("exec-b", at(30))).toBe(true);
+        await store.close();
+        store = await h.reopen();
+        expect(await ids({ seen_since: at(20) })).toEqual(["exec-b"]);
+        expect(await store.pruneExecutors(at(20))).toBe(1);
+        expect(await ids()).toEqual(["exec-b"]);
+      });
     });
   });
 }
