@@ -57,6 +57,8 @@ export interface FabricConfig {
   auth: AuthConfig;
   /** The limits of every service's HTTP edge. */
   limits: LimitsConfig;
+  /** The Run Gateway: `coordinators` lists several coordinators to spread requests over (default: services.run-coordinator). */
+  gateway?: { coordinators?: string[] };
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
 }
@@ -263,6 +265,11 @@ export const CONFIG_SCHEMA = {
         keep_alive_timeout_ms: { type: "integer", minimum: 1 },
       },
     },
+    gateway: {
+      type: "object",
+      additionalProperties: false,
+      properties: { coordinators: { type: "array", minItems: 1, uniqueItems: true, items: { type: "string", pattern: "^https?://[^/?#]+/*$" } } },
+    },
     base_dir: { type: "string" },
   },
 } as const;
@@ -346,6 +353,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   const plugins = envList(env.FABRIC_PLUGINS);
   if (plugins) out.plugins = plugins;
   if (env.FABRIC_STORE_URL) out.store = { url: env.FABRIC_STORE_URL };
+  const coordinators = envList(env.FABRIC_GATEWAY_COORDINATORS);
+  if (coordinators) out.gateway = { coordinators };
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
   if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;
   if (env.FABRIC_POLICY_CHECKS) out.policy_checks = (env.FABRIC_POLICY_CHECKS === "true" ? true : env.FABRIC_POLICY_CHECKS === "false" ? false : env.FABRIC_POLICY_CHECKS) as boolean;
@@ -463,6 +472,9 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
     throw new ConfigError("invalid configuration: limits.headers_timeout_ms must not exceed limits.request_timeout_ms (the head is part of the request)");
   }
   checkEgressConfig(config.executor);
+  (config.gateway?.coordinators ?? []).forEach((u, i) => {
+    if (!URL.canParse(u)) throw new ConfigError(`invalid configuration: gateway.coordinators[${i}]: ${JSON.stringify(u)} is not a URL`);
+  });
   if (config.store !== undefined && config.store.url === undefined) {
     throw new ConfigError("invalid configuration: store needs a url (store.url, FABRIC_STORE_URL or --store), such as postgres://host/db");
   }

@@ -240,7 +240,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
       return buildRunGateway({
         ...secured,
         logger,
-        coordinatorUrl: serviceUrl(config, "run-coordinator"),
+        coordinatorUrls: config.gateway?.coordinators ?? [serviceUrl(config, "run-coordinator")],
         coordinator: coordinatorApp ? inProcessApi(coordinatorApp, "run-coordinator") : undefined,
       });
     }

@@ -5,8 +5,9 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Dispatcher } from "undici";
 import { schemaId } from "@nodefabric/schemas";
-import { errorFromResponse, type HttpClient, type JsonResponse } from "../../clients/http-client.js";
+import { errorFromResponse, type JsonResponse } from "../../clients/http-client.js";
 import { sharedAjv } from "../../http/validation.js";
+import type { CoordinatorPool, Replay } from "./coordinator-pool.js";
 
 /** Request headers that travel from the client to the coordinator. */
 const FORWARDED_REQUEST_HEADERS = ["authorization", "x-request-id", "traceparent", "tracestate"] as const;
@@ -67,16 +68,24 @@ export interface ForwardOptions {
   query?: Record<string, string | number | boolean | undefined>;
   headers?: Record<string, string>;
   timeoutMs?: number;
+  /**
+   * What may be sent again to another coordinator after a transport failure: by default only a request that never
+   * went out; "any" for a request that is safe to repeat (a read, a start with a client-chosen run_id).
+   */
+  replay?: Replay;
 }
 
-/** Forwards one request to the coordinator and relays its answer; transport failures surface as 502/504. */
+/**
+ * Forwards one request to a live coordinator and relays its answer; transport failures that may not move on to
+ * another coordinator (or that every one gave) surface as 502/504.
+ */
 export async function forward(
-  client: HttpClient,
+  pool: CoordinatorPool,
   reply: FastifyReply,
   method: Dispatcher.HttpMethod,
   path: string,
   options: ForwardOptions = {},
 ): Promise<FastifyReply> {
-  const res = await client.request(method, path, options.body, { query: options.query, headers: options.headers, timeoutMs: options.timeoutMs });
-  return relayResponse(reply, client.baseUrl, res);
+  const { value: res, baseUrl } = await pool.request(method, path, options.body, { query: options.query, headers: options.headers, timeoutMs: options.timeoutMs }, options.replay ?? "unsent");
+  return relayResponse(reply, baseUrl, res);
 }

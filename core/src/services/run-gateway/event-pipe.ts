@@ -4,7 +4,8 @@
  */
 import { once } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { HttpClient } from "../../clients/http-client.js";
+import type { Dispatcher } from "undici";
+import type { CoordinatorPool } from "./coordinator-pool.js";
 import { relayError } from "./coordinator-forwarding.js";
 
 export interface EventPipeOptions {
@@ -15,8 +16,8 @@ export interface EventPipeOptions {
   open: Set<AbortController>;
 }
 
-/** Pipes one coordinator event stream to the client. */
-export async function pipeEvents(client: HttpClient, req: FastifyRequest, reply: FastifyReply, o: EventPipeOptions): Promise<void> {
+/** Pipes one coordinator event stream to the client; it opens on a live coordinator, passing over down ones. */
+export async function pipeEvents(pool: CoordinatorPool, req: FastifyRequest, reply: FastifyReply, o: EventPipeOptions): Promise<void> {
   const raw = reply.raw;
   const upstreamAbort = new AbortController();
   let clientGone = false;
@@ -28,9 +29,10 @@ export async function pipeEvents(client: HttpClient, req: FastifyRequest, reply:
   raw.on("close", onClientClose);
   o.open.add(upstreamAbort);
   try {
-    let upstream;
+    let upstream: Dispatcher.ResponseData;
+    let baseUrl: string;
     try {
-      upstream = await client.stream(o.path, { query: o.query, headers: o.headers, signal: upstreamAbort.signal });
+      ({ value: upstream, baseUrl } = await pool.stream(o.path, { query: o.query, headers: o.headers, signal: upstreamAbort.signal }));
     } catch (err) {
       if (clientGone) {
         reply.hijack();
@@ -47,7 +49,7 @@ export async function pipeEvents(client: HttpClient, req: FastifyRequest, reply:
       } catch {
         // not JSON: relayError turns it into the error its status implies
       }
-      relayError(reply, client.baseUrl, upstream.statusCode, body, upstream.headers);
+      relayError(reply, baseUrl, upstream.statusCode, body, upstream.headers);
       return;
     }
 

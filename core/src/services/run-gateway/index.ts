@@ -1,6 +1,6 @@
 /**
  * The Run Gateway: the clients' entry point. It keeps no state: it authenticates at the edge, validates with the
- * v1 schemas, and forwards to the Run Coordinator over a pooled client, relaying answers and event streams back.
+ * v1 schemas, and forwards to the Run Coordinators over pooled clients, relaying answers and event streams back.
  */
 import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import { callerOf as caller, type CoordinatorApi, type RunListQuery } from "../run-coordinator/coordinator-api.js";
@@ -9,27 +9,35 @@ import { CALLER_HEADER, encodeCaller, type ServiceSecurityOptions } from "../../
 import type { RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
-import { HttpClient } from "../../clients/http-client.js";
 import { parsePreferWait } from "../run-coordinator/prefer-wait.js";
 import { forward, forwardedHeaders as clientHeaders } from "./coordinator-forwarding.js";
 import { pipeEvents } from "./event-pipe.js";
-import { coordinatorHealth } from "./coordinator-health.js";
+import { coordinatorCheck } from "./coordinator-health.js";
+import { CoordinatorPool } from "./coordinator-pool.js";
 
 export interface RunGatewayOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
-  /** Base URL of the Run Coordinator every request is forwarded to. */
-  coordinatorUrl: string;
+  /**
+   * Base URLs of the Run Coordinators requests are spread over, round robin over those up. They share one store, so
+   * any of them can take any request; one that fails at the transport level is passed over until its /v1/health
+   * answers again (probed after 1 s, doubling to 10 s).
+   */
+  coordinatorUrls?: string[];
+  /** One coordinator: the same as `coordinatorUrls: [coordinatorUrl]` (both may be given; the lists are joined). */
+  coordinatorUrl?: string;
   /** How long the coordinator may take to answer a request, beyond any `Prefer: wait` (ms, default 30 s). */
   requestTimeoutMs?: number;
   /** How long the coordinator's /v1/health may take before it counts as down (ms, default 2 s). */
   healthTimeoutMs?: number;
-  /** Connections kept open to the coordinator (default 64). */
+  /** How long a coordinator that failed is passed over before its first probe (ms, default 1 s; doubles up to 10 s). */
+  coordinatorDownMs?: number;
+  /** Connections kept open to each coordinator (default 64). */
   connections?: number;
   /** Requests in flight past which the gateway sheds load with 503 (default: no limit). */
   maxInFlight?: number;
   /**
-   * A coordinator in this same process: JSON requests go to it directly, with no HTTP hop (event streams still
-   * use `coordinatorUrl`).
+   * A coordinator in this same process: every JSON request goes to it directly, with no HTTP hop, and the URLs are
+   * then used only for event streams (which still open on a live one of them).
    */
   coordinator?: CoordinatorApi;
 }
@@ -39,19 +47,22 @@ const seg = encodeURIComponent;
 /** Builds the Run Gateway. */
 export async function buildRunGateway(options: RunGatewayOptions): Promise<FastifyInstance> {
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  const healthTimeoutMs = options.healthTimeoutMs ?? 2_000;
+  const urls = [...new Set([...(options.coordinatorUrl ? [options.coordinatorUrl] : []), ...(options.coordinatorUrls ?? [])])];
+  if (urls.length === 0) throw new Error("the run gateway needs a coordinator URL (coordinatorUrl or coordinatorUrls)");
   // Each forwarded request sets its own header timeout, so a `Prefer: wait` gets its wait on top of it.
-  const coordinator = new HttpClient(options.coordinatorUrl, {
-    connections: options.connections,
-    headersTimeoutMs: requestTimeoutMs,
-    bodyTimeoutMs: requestTimeoutMs,
-  });
+  const coordinator = new CoordinatorPool(
+    urls,
+    { connections: options.connections, headersTimeoutMs: requestTimeoutMs, bodyTimeoutMs: requestTimeoutMs },
+    { probeTimeoutMs: healthTimeoutMs, downInitialMs: options.coordinatorDownMs },
+  );
   const openStreams = new Set<AbortController>();
 
   const app = createService({
     name: "run-gateway",
     logger: options.logger,
     maxInFlight: options.maxInFlight,
-    health: async () => [await coordinatorHealth(coordinator, options.healthTimeoutMs ?? 2_000)],
+    health: async () => [coordinatorCheck(await coordinator.health(healthTimeoutMs))],
     auth: options.auth,
     limits: options.limits,
   });
@@ -84,8 +95,11 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
       return local.startRun(req.body as RunStartRequest, caller(req), w);
     }
     const wait = parsePreferWait(prefer) ?? 0;
+    const body = req.body as RunStartRequest;
     return forward(coordinator, reply, "POST", "/v1/runs", {
-      body: req.body as RunStartRequest,
+      body,
+      // A repeated run_id with the same request is recognized by the coordinators, so such a start may be sent again.
+      replay: body.run_id ? "any" : "unsent",
       headers: await forwardedHeaders(req, { prefer: Array.isArray(prefer) ? prefer.join(", ") : prefer }),
       timeoutMs: wait * 1000 + requestTimeoutMs,
     });
@@ -98,13 +112,13 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
       if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
       return runs;
     }
-    return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
   app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
     if (local) return local.getRun(run_id, caller(req));
-    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
   app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req, reply) => {
@@ -116,7 +130,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
   app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
     if (local) return local.listNodeRuns(run_id, caller(req));
-    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}/node-runs`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", `/v1/runs/${seg(run_id)}/node-runs`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
   app.get("/v1/runs/:run_id/events", { schema: { params: runParams, querystring: eventsQuery } }, async (req, reply) => {
@@ -133,7 +147,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
   app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
     if (local) return local.getNodeRun(node_run_id, caller(req));
-    return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
   app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
