@@ -94,6 +94,7 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
     // The executor directory: whoever is listed there is sent the inputs of every NodeRun of its node types, so
     // entering it takes a scope of its own, for the executors' service identities.
     { method: "PUT", path: "/v1/executors/{executor_instance_id}", scope: "executors:register" },
+    { method: "POST", path: "/v1/executors/{executor_instance_id}:heartbeat", scope: "executors:register" },
     { method: "GET", path: "/v1/executors", scope: "node-types:read" },
   ],
   selection: [

@@ -1,6 +1,8 @@
 /**
  * The Node Registry: the catalogue of immutable NodeType versions (`/v1/node-types`) and the
- * directory of executors and the node types they serve (`/v1/executors`, an extension).
+ * directory of executors and the node types they serve (`/v1/executors`, an extension). An executor stays in the
+ * directory while it sends heartbeats (`POST /v1/executors/{id}:heartbeat`); one silent for `executorTtlMs` is no
+ * longer listed, so coordinators stop sending it work within seconds, and one silent for long is removed.
  */
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { schemaId, type NodeType } from "@nodefabric/schemas";
@@ -25,7 +27,18 @@ export interface NodeRegistryOptions extends ServiceSecurityOptions {
   dbPath: string;
   /** A store to use instead of the SQLite file (a plugin's); its opener closes it. */
   store?: NodeTypeStore;
+  /**
+   * How long an executor stays listed after it last registered or sent a heartbeat (default 10 s). Answers to
+   * registrations and heartbeats carry it (`x-executor-ttl-ms`) so executors beat often enough whatever it is.
+   */
+  executorTtlMs?: number;
+  /** How long an executor may stay silent before it is removed from the store (default 10 × the TTL, at least 1 min). */
+  executorPruneAfterMs?: number;
 }
+
+export const DEFAULT_EXECUTOR_TTL_MS = 10_000;
+/** The header telling an executor how long its registration or heartbeat keeps it listed. */
+export const EXECUTOR_TTL_HEADER = "x-executor-ttl-ms";
 
 /** Longest list of unserved node types the health check spells out. */
 const UNSERVED_SHOWN = 100;
@@ -140,13 +153,13 @@ function batchConflict(conflicts: Array<{ index: number; node_type_id: string; v
   );
 }
 
-async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
+async function healthChecks(store: NodeTypeStore, seenSince: () => string): Promise<HealthCheck[]> {
   try {
     await store.ping();
   } catch (err) {
     return [{ name: "store", status: "down", message: `the store cannot be read: ${(err as Error).message}` }];
   }
-  const [atomic, executors] = await Promise.all([store.latestNodeTypes("atomic"), store.listExecutors()]);
+  const [atomic, executors] = await Promise.all([store.latestNodeTypes("atomic"), store.listExecutors({ seen_since: seenSince() })]);
   const served = new Set<string>();
   for (const e of executors) for (const r of e.node_types) served.add(`${r.node_type_id}\u0000${r.version}`);
   // A node type implemented by another definition (an HTTP-backed one, say) is served wherever that definition is.
@@ -166,8 +179,26 @@ async function healthChecks(store: NodeTypeStore): Promise<HealthCheck[]> {
 /** Builds the Node Registry service on a SQLite file; the store is closed with the app. */
 export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<FastifyInstance> {
   const store: NodeTypeStore = options.store ?? new SqliteNodeTypeStore(options.dbPath);
-  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store), auth: options.auth, limits: options.limits });
+  const ttlMs = options.executorTtlMs ?? DEFAULT_EXECUTOR_TTL_MS;
+  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new Error(`node-registry: executorTtlMs must be a positive integer, not ${ttlMs}`);
+  const pruneAfterMs = Math.max(options.executorPruneAfterMs ?? Math.max(10 * ttlMs, 60_000), ttlMs);
+  // Everything the registry lists or counts as served sees only executors heard from within the TTL.
+  const seenSince = () => new Date(clock.now() - ttlMs).toISOString();
+  const app = createService({ name: "node-registry", logger: options.logger, health: () => healthChecks(store, seenSince), auth: options.auth, limits: options.limits });
+
+  // Listing already hides silent executors; pruning only keeps the store from growing with long-dead ones.
+  const prune = async () => {
+    try {
+      const removed = await store.pruneExecutors(new Date(clock.now() - pruneAfterMs).toISOString());
+      if (removed > 0) app.log.info({ removed, silent_for_ms: pruneAfterMs }, "removed executors not heard from");
+    } catch (err) {
+      app.log.warn({ err }, "could not remove executors not heard from; will try again");
+    }
+  };
+  const pruneTimer = setInterval(() => void prune(), Math.min(Math.ceil(pruneAfterMs / 2), 60_000));
+  pruneTimer.unref();
   app.addHook("onClose", async () => {
+    clearInterval(pruneTimer);
     if (!options.store) await store.close();
   });
 
@@ -278,7 +309,7 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
   app.put<{ Params: { executor_instance_id: string }; Body: Omit<ExecutorRecord, "executor_instance_id" | "registered_at"> }>(
     "/v1/executors/:executor_instance_id",
     { schema: { params: executorParamsSchema, body: executorRegistrationSchema } },
-    async (req) => {
+    async (req, reply) => {
       const body = req.body;
       const record: ExecutorRecord = {
         executor_instance_id: req.params.executor_instance_id,
@@ -290,14 +321,31 @@ export async function buildNodeRegistry(options: NodeRegistryOptions): Promise<F
       if (body.extensions !== undefined) record.extensions = body.extensions;
       const stored = await store.putExecutor(record);
       req.log.info({ executor_instance_id: stored.executor_instance_id, node_types: stored.node_types.length }, "executor registered");
+      reply.header(EXECUTOR_TTL_HEADER, String(ttlMs));
       return stored;
+    },
+  );
+
+  // An extension: an executor's sign of life. 404 when the directory does not hold it (never registered, pruned, or a
+  // registry whose store was replaced): the executor must register again, since only it knows what it serves.
+  app.post<{ Params: { executor_instance_id: string } }>(
+    "/v1/executors/:executor_instance_id(.+)::heartbeat",
+    { schema: { params: executorParamsSchema } },
+    async (req, reply) => {
+      const id = req.params.executor_instance_id;
+      if (!(await store.touchExecutor(id, clock.isoNow()))) {
+        throw new FabricError("route_not_found", `executor "${id}" is not registered; register it again (PUT /v1/executors/${id})`, {
+          details: { executor_instance_id: id },
+        });
+      }
+      return reply.header(EXECUTOR_TTL_HEADER, String(ttlMs)).code(204).send();
     },
   );
 
   app.get<{ Querystring: { node_type_id?: string; version?: string } }>(
     "/v1/executors",
     { schema: { querystring: executorQuerySchema } },
-    async (req) => store.listExecutors({ node_type_id: req.query.node_type_id, version: req.query.version }),
+    async (req) => store.listExecutors({ node_type_id: req.query.node_type_id, version: req.query.version, seen_since: seenSince() }),
   );
 
   return app;
