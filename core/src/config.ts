@@ -59,6 +59,8 @@ export interface FabricConfig {
   limits: LimitsConfig;
   /** The Run Gateway: `coordinators` lists several coordinators to spread requests over (default: services.run-coordinator). */
   gateway?: { coordinators?: string[] };
+  /** The Node Registry: `executor_ttl_ms`, how long an executor stays listed after its last heartbeat (default 10 s). */
+  registry?: { executor_ttl_ms?: number };
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
 }
@@ -265,6 +267,11 @@ export const CONFIG_SCHEMA = {
         keep_alive_timeout_ms: { type: "integer", minimum: 1 },
       },
     },
+    registry: {
+      type: "object",
+      additionalProperties: false,
+      properties: { executor_ttl_ms: { type: "integer", minimum: 100, maximum: 86_400_000 } },
+    },
     gateway: {
       type: "object",
       additionalProperties: false,
@@ -355,6 +362,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (env.FABRIC_STORE_URL) out.store = { url: env.FABRIC_STORE_URL };
   const coordinators = envList(env.FABRIC_GATEWAY_COORDINATORS);
   if (coordinators) out.gateway = { coordinators };
+  const ttl = envInt(env, "FABRIC_REGISTRY_EXECUTOR_TTL_MS");
+  if (ttl !== undefined) out.registry = { executor_ttl_ms: ttl as number };
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
   if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;
   if (env.FABRIC_POLICY_CHECKS) out.policy_checks = (env.FABRIC_POLICY_CHECKS === "true" ? true : env.FABRIC_POLICY_CHECKS === "false" ? false : env.FABRIC_POLICY_CHECKS) as boolean;

@@ -159,7 +159,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
     case "node-registry": {
       makeDataDir(dataDir);
       const store = await pluginStore(config, plugins, name, (s) => s.nodeTypes);
-      return closesWith(await buildNodeRegistry({ ...secured, logger, dbPath: path.join(dataDir, "node-registry.db"), store }), store);
+      return closesWith(await buildNodeRegistry({ ...secured, logger, dbPath: path.join(dataDir, "node-registry.db"), store, executorTtlMs: config.registry?.executor_ttl_ms }), store);
     }
     case "selection": {
       makeDataDir(dataDir);
