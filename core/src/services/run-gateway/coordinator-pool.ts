@@ -62,11 +62,10 @@ export class CoordinatorPool {
    * one is down they are all tried anyway, so a request answers with the real failure (or finds one back early).
    */
   private order(): Member[] {
-    const n = this.members.length;
-    const start = this.next++ % n;
-    const rotated = Array.from({ length: n }, (_, i) => this.members[(start + i) % n]!);
-    const up = rotated.filter((m) => !m.down);
-    return up.length > 0 ? up : rotated;
+    const up = this.members.filter((m) => !m.down);
+    const list = up.length > 0 ? up : this.members;
+    const start = this.next++ % list.length;
+    return [...list.slice(start), ...list.slice(0, start)];
   }
 
   private markDown(m: Member, err: unknown): void {
