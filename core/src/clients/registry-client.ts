@@ -37,6 +37,19 @@ export function isBatchUnsupported(err: unknown): boolean {
   return FabricError.is(err) && (err.statusCode === 405 || (err.statusCode === 404 && (err.code as string) === "route_not_found"));
 }
 
+/** What a heartbeat learns: whether the registry still lists the executor, and for how long (its TTL) when it says. */
+export type HeartbeatAnswer =
+  | { registered: true; ttlMs?: number }
+  /** `unsupported`: a registry older than heartbeats (no such route); registering again is its heartbeat. */
+  | { registered: false; unsupported?: true };
+
+/** The registry's executor TTL from an answer's `x-executor-ttl-ms`, when it is a positive integer. */
+export function executorTtlOf(headers: Record<string, string | string[] | undefined>): number | undefined {
+  const v = headers["x-executor-ttl-ms"];
+  const n = typeof v === "string" && /^\d+$/.test(v) ? Number(v) : NaN;
+  return Number.isSafeInteger(n) && n > 0 ? n : undefined;
+}
+
 /** Talks to a Node Registry over HTTP. */
 export class RegistryClient {
   readonly http: HttpClient;
@@ -112,12 +125,30 @@ export class RegistryClient {
     return this.http.json<string[]>("GET", `/v1/node-types/${encodeURIComponent(nodeTypeId)}/versions`);
   }
 
-  /** Registers (or re-registers, as a heartbeat) an executor and the node types it serves. */
+  /** Registers (or re-registers) an executor and the node types it serves; `heartbeat` then keeps it listed. */
   registerExecutor(executorInstanceId: string, registration: ExecutorRegistration): Promise<ExecutorEntry> {
     return this.http.json<ExecutorEntry>("PUT", `/v1/executors/${encodeURIComponent(executorInstanceId)}`, registration);
   }
 
-  /** Registered executors, optionally only those serving a node type (and version). */
+  /**
+   * Tells the registry the executor is alive (`POST /v1/executors/{id}:heartbeat`, an extension). `registered: false`
+   * when the registry does not hold it (404): the executor must register again. Other refusals are thrown.
+   */
+  async heartbeat(executorInstanceId: string, options: { signal?: AbortSignal } = {}): Promise<HeartbeatAnswer> {
+    const res = await this.http.request("POST", `/v1/executors/${encodeURIComponent(executorInstanceId)}:heartbeat`, undefined, { signal: options.signal });
+    // A registry older than heartbeats takes the path for PUT /v1/executors/{id} (405), or has no such route (404).
+    if (res.status === 405) return { registered: false, unsupported: true };
+    if (res.status === 404) {
+      // The registry's "not registered" names the executor; a 404 that does not is a registry without the route.
+      const details = (res.body as { error?: { details?: { executor_instance_id?: unknown } } } | null)?.error?.details;
+      return details?.executor_instance_id === undefined ? { registered: false, unsupported: true } : { registered: false };
+    }
+    if (res.status < 200 || res.status >= 300) throw errorFromResponse(this.http.baseUrl, res.status, res.body, res.headers);
+    const ttlMs = executorTtlOf(res.headers);
+    return ttlMs === undefined ? { registered: true } : { registered: true, ttlMs };
+  }
+
+  /** Executors heard from within the registry's TTL, optionally only those serving a node type (and version). */
   listExecutors(filter: { node_type_id?: string; version?: string } = {}): Promise<ExecutorEntry[]> {
     return this.http.json<ExecutorEntry[]>("GET", "/v1/executors", undefined, { query: { ...filter } });
   }

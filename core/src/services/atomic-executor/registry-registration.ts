@@ -8,6 +8,11 @@
  * source batch by batch so a package of thousands of generated node types is never held whole. A node type the
  * registry refuses is reported and left out of the registration; the others still register. A registry without the
  * batch endpoint gets one POST /v1/node-types per node type.
+ *
+ * Once registered, the executor sends a heartbeat (POST /v1/executors/{id}:heartbeat) every `heartbeatMs`, or every
+ * third of the registry's TTL when that is shorter, so the registry lists it only while it lives. A registry that
+ * answers 404 has lost it (restarted empty, or pruned it after a long outage): it publishes and registers again. A
+ * failing heartbeat is logged once per outage and retried at the same pace.
  */
 import { hostname } from "node:os";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
@@ -16,13 +21,19 @@ import { FabricError } from "../../http/errors.js";
 import type { HealthCheck } from "../../http/service.js";
 import { bindExecutorEndpoint } from "../../http/auth-plugin.js";
 import { bearerHeaders, type ServiceTokens } from "../../clients/service-tokens.js";
-import { RegistryClient, isBatchUnsupported, type ExecutorRegistration } from "../../clients/registry-client.js";
+import { RegistryClient, executorTtlOf, isBatchUnsupported, type ExecutorRegistration } from "../../clients/registry-client.js";
+import { errorFromResponse } from "../../clients/http-client.js";
+import { clock } from "../../clock.js";
 import type { NodeTypeStream } from "./handler-loader.js";
 
 /** Node types per batch, by default. */
 export const DEFAULT_BATCH_SIZE = 200;
 /** The largest batch body sent, by default: under the registry's default body limit (1 MiB) with room to spare. */
 export const DEFAULT_BATCH_BYTES = 512 * 1024;
+/** Time between heartbeats, by default (the registry's default TTL is 10 s). */
+export const DEFAULT_HEARTBEAT_MS = 3_000;
+/** The shortest time between heartbeats, whatever the registry's TTL. */
+const MIN_HEARTBEAT_MS = 50;
 
 export interface RegistrationOptions {
   registryUrl: string;
@@ -42,6 +53,8 @@ export interface RegistrationOptions {
   /** First retry delay in ms (default 250), doubled up to `maxRetryDelayMs` (default 30 s). */
   initialRetryDelayMs?: number;
   maxRetryDelayMs?: number;
+  /** Time between heartbeats once registered (default 3 s); a third of the registry's TTL when that is shorter. */
+  heartbeatMs?: number;
 }
 
 type Phase = "idle" | "pending" | "registered" | "failed";
@@ -103,6 +116,15 @@ export class RegistryRegistration {
   private loop?: Promise<void>;
   private executorInstanceId?: string;
   private endpoint?: string;
+  /** The registry's executor TTL, as its last answer told it. */
+  private registryTtlMs?: number;
+  /** When heartbeats started failing (ms), and why; unset while they get through. */
+  private heartbeatFailingSince?: number;
+  private heartbeatError?: string;
+  private heartbeats = 0;
+  /** Resolves when the first registration ended, registered or not. */
+  private first?: Promise<void>;
+  private firstEnded?: () => void;
 
   constructor(private readonly options: RegistrationOptions) {
     this.client = new RegistryClient(options.registryUrl, { connections: 2, headersTimeoutMs: 30_000, headers: bearerHeaders(options.tokens, "node-registry") });
@@ -117,7 +139,8 @@ export class RegistryRegistration {
     const safeHost = hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 100) || "localhost";
     this.executorInstanceId = this.options.executorInstanceId ?? `${this.options.kind}-${safeHost}-${address.port}`;
     this.phase = "pending";
-    this.loop = this.run();
+    this.first = new Promise<void>((resolve) => (this.firstEnded = resolve));
+    this.loop = this.run().finally(() => this.firstEnded?.());
   }
 
   /** The base URL this executor registers, once it listens. */
@@ -125,9 +148,15 @@ export class RegistryRegistration {
     return this.endpoint;
   }
 
-  /** Resolves when registration ended, successfully or not (tests and the CLI). */
+  /** Resolves when the first registration ended, successfully or not (tests and the CLI); heartbeats go on. */
   async settled(): Promise<void> {
-    await this.loop;
+    await this.first;
+  }
+
+  /** The time between heartbeats now: `heartbeatMs`, or a third of the registry's TTL when shorter. */
+  get heartbeatIntervalMs(): number {
+    const configured = Math.max(MIN_HEARTBEAT_MS, this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
+    return this.registryTtlMs === undefined ? configured : Math.max(MIN_HEARTBEAT_MS, Math.min(configured, Math.floor(this.registryTtlMs / 3)));
   }
 
   /** Stops retrying and closes the client. */
@@ -146,6 +175,8 @@ export class RegistryRegistration {
       node_types: this.total,
       published: this.published.size,
       attempts: this.attempts,
+      heartbeats: this.heartbeats,
+      heartbeat_ms: this.heartbeatIntervalMs,
     };
     if (this.executorInstanceId) details.executor_instance_id = this.executorInstanceId;
     if (this.endpoint) details.endpoint = this.endpoint;
@@ -153,6 +184,15 @@ export class RegistryRegistration {
     if (problems.length > 0) details.problems = problems;
     switch (this.phase) {
       case "registered":
+        if (this.heartbeatFailingSince !== undefined) {
+          details.heartbeat_failing_since = new Date(this.heartbeatFailingSince).toISOString();
+          return {
+            name: "registry_registration",
+            status: "degraded",
+            message: `registered, but heartbeats to ${this.options.registryUrl} fail (the registry stops listing this executor after its TTL): ${this.heartbeatError ?? "unknown error"}`,
+            details,
+          };
+        }
         return problems.length === 0
           ? { name: "registry_registration", status: "ok", details }
           : {
@@ -187,7 +227,85 @@ export class RegistryRegistration {
     this.wake = undefined;
   }
 
+  /** Registers, then beats until stopped; registers again whenever the registry has lost this executor. */
   private async run(): Promise<void> {
+    for (let pass = 0; !this.stopped; pass++) {
+      if (pass > 0) {
+        // What the registry held of ours is gone with the executor's entry (a registry restarted empty, say).
+        this.published.clear();
+        this.phase = "pending";
+      }
+      if (!(await this.register())) return;
+      this.firstEnded?.();
+      if (!(await this.beat())) return;
+    }
+  }
+
+  /**
+   * Sends heartbeats until stopped (false) or until the registry no longer holds this executor (true: register
+   * again). Failures are logged when an outage starts and when it ends, not at every beat.
+   */
+  private async beat(): Promise<boolean> {
+    const log = this.options.logger;
+    while (!this.stopped) {
+      await this.sleep(this.heartbeatIntervalMs);
+      if (this.stopped) return false;
+      try {
+        const answer = await this.client.heartbeat(this.executorInstanceId!, { signal: this.abort.signal });
+        if (answer.registered) {
+          if (answer.ttlMs !== undefined) this.registryTtlMs = answer.ttlMs;
+        } else if (answer.unsupported) {
+          // A registry older than heartbeats: registering again is what keeps the entry fresh there.
+          await this.putRegistration();
+        } else {
+          log.warn({ executor_instance_id: this.executorInstanceId, registry_url: this.options.registryUrl }, "the node registry no longer lists this executor; registering again");
+          this.recovered();
+          return true;
+        }
+        this.heartbeats++;
+        this.recovered();
+      } catch (err) {
+        if (this.stopped) return false;
+        this.heartbeatError = messageOf(err);
+        if (this.heartbeatFailingSince === undefined) {
+          this.heartbeatFailingSince = clock.now();
+          log.warn(
+            { executor_instance_id: this.executorInstanceId, registry_url: this.options.registryUrl, error: this.heartbeatError, retry_every_ms: this.heartbeatIntervalMs },
+            "heartbeat to the node registry failed; retrying (logged once until it gets through)",
+          );
+        }
+      }
+    }
+    return false;
+  }
+
+  /** Ends an outage of heartbeats, saying so once. */
+  private recovered(): void {
+    if (this.heartbeatFailingSince === undefined) return;
+    this.options.logger.info(
+      { executor_instance_id: this.executorInstanceId, failed_for_ms: clock.now() - this.heartbeatFailingSince },
+      "heartbeats reach the node registry again",
+    );
+    this.heartbeatFailingSince = undefined;
+    this.heartbeatError = undefined;
+  }
+
+  /** PUT /v1/executors/{id} with what the registry holds of ours; remembers the TTL its answer tells. */
+  private async putRegistration(): Promise<void> {
+    const registration: ExecutorRegistration = {
+      endpoint: this.endpoint!,
+      kind: this.options.kind,
+      node_types: [...this.published.values()],
+    };
+    // Through `http` rather than registerExecutor(), to pass the abort signal and read the TTL header.
+    const res = await this.client.http.request("PUT", `/v1/executors/${encodeURIComponent(this.executorInstanceId!)}`, registration, { signal: this.abort.signal });
+    if (res.status < 200 || res.status >= 300) throw errorFromResponse(this.client.http.baseUrl, res.status, res.body, res.headers);
+    const ttl = executorTtlOf(res.headers);
+    if (ttl !== undefined) this.registryTtlMs = ttl;
+  }
+
+  /** One registration: publishes the node types, then registers; true once registered, false when refused or stopped. */
+  private async register(): Promise<boolean> {
     const log = this.options.logger;
     const batchSize = Math.min(Math.max(1, this.options.batchSize ?? DEFAULT_BATCH_SIZE), 500);
     const batchBytes = Math.max(1, this.options.batchBytes ?? DEFAULT_BATCH_BYTES);
@@ -232,33 +350,28 @@ export class RegistryRegistration {
             log.info({ published: this.published.size, done, node_types: this.total }, `published ${done.toLocaleString("en-US")} of ${this.total.toLocaleString("en-US")} node types`);
           }
         }
-        const registration: ExecutorRegistration = {
-          endpoint: this.endpoint!,
-          kind: this.options.kind,
-          node_types: [...this.published.values()],
-        };
-        // Through `http` rather than registerExecutor(), to pass the abort signal.
-        await this.client.http.json("PUT", `/v1/executors/${encodeURIComponent(this.executorInstanceId!)}`, registration, { signal: this.abort.signal });
+        await this.putRegistration();
         this.phase = "registered";
         this.lastError = undefined;
         log.info(
           { executor_instance_id: this.executorInstanceId, endpoint: this.endpoint, node_types: this.published.size, refused: this.problems.size, ms: Math.round(performance.now() - started) },
           "registered with the node registry",
         );
-        return;
+        return true;
       } catch (err) {
-        if (this.stopped) return;
+        if (this.stopped) return false;
         this.lastError = messageOf(err);
         if (isPermanent(err)) {
           this.phase = "failed";
           log.error({ err, executor_instance_id: this.executorInstanceId }, "the node registry refused this executor's registration");
-          return;
+          return false;
         }
         log.warn({ attempt: this.attempts, retry_in_ms: delay, error: this.lastError }, "node registry not reachable yet; will retry");
         await this.sleep(delay * (0.8 + Math.random() * 0.4));
         delay = Math.min(delay * 2, maxDelay);
       }
     }
+    return false;
   }
 
   /** Records that the registry refused a node type: reported, and left out of the registration. */
