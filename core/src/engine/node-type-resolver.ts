@@ -1,6 +1,9 @@
 /**
  * Where the coordinator learns what a node type is and which executor serves it: the registry, behind caches.
- * A published (id, version) never changes, so NodeTypes are cached for good; the executor directory briefly.
+ * A published (id, version) never changes, so NodeTypes are cached for good; the executor directory briefly: the
+ * registry lists only executors that sent a heartbeat within its TTL (10 s by default), and a cache well below that
+ * keeps a dead executor from being chosen for more than a few seconds. NodeRuns of a node type several executors
+ * serve are spread over them in turn, passing over ones that just could not be reached.
  */
 import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
 import type { RegistryClient } from "../clients/registry-client.js";
@@ -18,14 +21,18 @@ export interface NodeTypeResolver {
 /** How long an executor that could not be reached is passed over while others serve the same node type. */
 export const UNREACHABLE_MS = 30_000;
 
-const DIRECTORY_TTL_MS = 2_000;
+/** How long a directory lookup is reused: short against the registry's executor TTL (10 s by default). */
+export const DIRECTORY_TTL_MS = 2_000;
 const MAX_CACHED = 10_000;
+
+type DirectoryEntry = { executor_instance_id: string; endpoint: string; kind: string };
 
 /** Resolves through a Node Registry, with caches; falls back to fixed executor URLs when the directory has none. */
 export class RegistryResolver implements NodeTypeResolver {
   private readonly types = new Map<string, Promise<NodeType>>();
-  private readonly directory = new Map<string, { at: number; value: Promise<Array<{ executor_instance_id: string; endpoint: string; kind: string }>> }>();
-  private rr = 0;
+  private readonly directory = new Map<string, { at: number; value: Promise<DirectoryEntry[]> }>();
+  /** The next turn per node type and kind, so each one's NodeRuns go round its own executors. */
+  private readonly turns = new Map<string, number>();
   private readonly unreachable = new Map<string, number>();
 
   constructor(
@@ -53,10 +60,12 @@ export class RegistryResolver implements NodeTypeResolver {
     if (!entry || now - entry.at > DIRECTORY_TTL_MS) {
       const value = this.registry.listExecutors({ node_type_id: ref.node_type_id, version: ref.version });
       entry = { at: now, value };
+      this.directory.delete(key);
       this.directory.set(key, entry);
       value.catch(() => this.directory.delete(key));
+      if (this.directory.size > MAX_CACHED) this.directory.delete(this.directory.keys().next().value as string);
     }
-    let candidates: Array<{ executor_instance_id: string; endpoint: string; kind: string }> = [];
+    let candidates: DirectoryEntry[] = [];
     try {
       candidates = (await entry.value).filter((e) => e.kind === kind);
     } catch {
@@ -66,7 +75,13 @@ export class RegistryResolver implements NodeTypeResolver {
       // A directory entry may outlive its executor (it restarted elsewhere): pass over endpoints that just failed.
       const reachable = candidates.filter((c) => (this.unreachable.get(c.endpoint) ?? 0) <= now);
       if (reachable.length > 0) candidates = reachable;
-      const pick = candidates[this.rr++ % candidates.length];
+      const turnKey = `${kind}\u0000${key}`;
+      // A random first turn, so coordinators started together do not all begin with the same executor.
+      const turn = this.turns.get(turnKey) ?? Math.floor(Math.random() * candidates.length);
+      this.turns.delete(turnKey);
+      this.turns.set(turnKey, (turn + 1) % 1_000_000);
+      if (this.turns.size > MAX_CACHED) this.turns.delete(this.turns.keys().next().value as string);
+      const pick = candidates[turn % candidates.length]!;
       return { executor_instance_id: pick.executor_instance_id, endpoint: pick.endpoint };
     }
     const url = this.fallback[kind];
@@ -74,6 +89,8 @@ export class RegistryResolver implements NodeTypeResolver {
   }
 
   markUnreachable(endpoint: string): void {
-    this.unreachable.set(endpoint, clock.now() + UNREACHABLE_MS);
+    const now = clock.now();
+    if (this.unreachable.size >= MAX_CACHED) for (const [e, until] of this.unreachable) if (until <= now) this.unreachable.delete(e);
+    this.unreachable.set(endpoint, now + UNREACHABLE_MS);
   }
 }
