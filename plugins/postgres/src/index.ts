@@ -1,6 +1,6 @@
 /**
- * @nodefabric/plugin-postgres: the fabric's stores on PostgreSQL. This first part is the schema and its migrations;
- * the stores and the plugin definition build on it.
+ * @nodefabric/plugin-postgres: the fabric's stores on PostgreSQL (run, node type and candidate set stores, the run
+ * store shared by several coordinators), their schema and its migrations, and the plugin definition.
  */
 export { migrate } from "./pg-migrate.js";
 export {
@@ -16,4 +16,8 @@ export {
   type Migration,
   type MigrationQuery,
 } from "./migrate.js";
-export { default } from "./plugin.js";
+export { default, openPgRunStore, openPgNodeTypeStore, openPgCandidateSetStore } from "./plugin.js";
+export { PgRunStore, UnknownRunError } from "./pg-run-store.js";
+export { PgNodeTypeStore } from "./pg-node-type-store.js";
+export { PgCandidateSetStore } from "./pg-candidate-set-store.js";
+export { pgTarget, type PgTarget } from "./connect.js";

@@ -143,4 +143,41 @@ CREATE TABLE candidate_sets (
 );
 `,
   },
+  {
+    version: 2,
+    name: "coordinator directory, shared settings, byte-ordered ids",
+    sql: `
+-- Event seqs start at 0 per run (the RunStore contract), so runs.last_seq counts the seqs given: a batch of n events
+-- takes last_seq + n and its seqs are (new last_seq - n) .. (new last_seq - 1).
+ALTER TABLE events DROP CONSTRAINT events_seq_check;
+ALTER TABLE events ADD CONSTRAINT events_seq_check CHECK (seq >= 0);
+COMMENT ON COLUMN runs.last_seq IS 'how many event seqs the run has given; the next event gets this seq';
+
+-- Ids are ordered and paged by byte order, as SQLite compares text, whatever the database's collation.
+ALTER TABLE runs ALTER COLUMN run_id TYPE text COLLATE "C";
+ALTER TABLE node_runs ALTER COLUMN node_run_id TYPE text COLLATE "C";
+ALTER TABLE node_runs ALTER COLUMN run_id TYPE text COLLATE "C";
+ALTER TABLE events ALTER COLUMN run_id TYPE text COLLATE "C";
+ALTER TABLE approvals ALTER COLUMN run_id TYPE text COLLATE "C";
+ALTER TABLE approvals ALTER COLUMN node_run_id TYPE text COLLATE "C";
+ALTER TABLE node_types ALTER COLUMN node_type_id TYPE text COLLATE "C";
+ALTER TABLE executors ALTER COLUMN executor_instance_id TYPE text COLLATE "C";
+
+-- The open runs each coordinator holds: renew, and the attached claim and listings, read this range.
+CREATE INDEX runs_by_owner ON runs (lease_owner, run_id) WHERE ${OPEN_RUN};
+
+-- The coordinator directory: who is alive, and where to forward requests for its runs.
+CREATE TABLE coordinators (
+  instance_id text COLLATE "C" PRIMARY KEY,
+  endpoint text,
+  expires_at timestamptz NOT NULL
+);
+
+-- Values every process of the database shares, such as secrets made by the first to ask.
+CREATE TABLE nodefabric_settings (
+  name text PRIMARY KEY,
+  value text NOT NULL
+);
+`,
+  },
 ];

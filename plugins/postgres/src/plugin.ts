@@ -1,11 +1,40 @@
 /**
- * The plugin definition core loads: for now the `fabric postgres migrate` command, which brings a database up to this
- * release's schema. The stores, selected by `--store postgres://…`, come next and will be declared here.
+ * The plugin definition core loads: the run, node type and candidate set stores for `postgres://` and
+ * `postgresql://` store URLs (each opens its own pool and migrates the database first), and the
+ * `fabric postgres migrate` command, which brings a database up to this release's schema.
  */
-import { definePlugin, type CommandTools } from "@nodefabric/core";
+import { definePlugin, type CommandTools, type StoreOpenOptions } from "@nodefabric/core";
 import pg from "pg";
 import { migrate } from "./pg-migrate.js";
 import { MigrationError } from "./migrate.js";
+import { openPool, pgTarget } from "./connect.js";
+import { PgRunStore } from "./pg-run-store.js";
+import { PgNodeTypeStore } from "./pg-node-type-store.js";
+import { PgCandidateSetStore } from "./pg-candidate-set-store.js";
+
+/** Opens the RunStore (a SharedRunStore too) of a store URL; `?schema=<name>` picks the schema. */
+export async function openPgRunStore(url: URL, options: Partial<StoreOpenOptions> = {}): Promise<PgRunStore> {
+  const target = pgTarget(url, options);
+  const pool = await openPool(target, options.poolSize);
+  try {
+    return await PgRunStore.open(pool, target);
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}
+
+/** Opens the NodeTypeStore of a store URL. */
+export async function openPgNodeTypeStore(url: URL, options: Partial<StoreOpenOptions> = {}): Promise<PgNodeTypeStore> {
+  const target = pgTarget(url, options);
+  return new PgNodeTypeStore(await openPool(target, options.poolSize));
+}
+
+/** Opens the CandidateSetStore of a store URL. */
+export async function openPgCandidateSetStore(url: URL, options: Partial<StoreOpenOptions> = {}): Promise<PgCandidateSetStore> {
+  const target = pgTarget(url, options);
+  return new PgCandidateSetStore(await openPool(target, options.poolSize));
+}
 
 /** A store URL as it may be printed: the password hidden. */
 function redacted(url: string): string {
@@ -62,5 +91,11 @@ function migrateCommand({ Command }: CommandTools) {
 
 export default definePlugin({
   name: "@nodefabric/plugin-postgres",
+  stores: {
+    schemes: ["postgres", "postgresql"],
+    runs: openPgRunStore,
+    nodeTypes: openPgNodeTypeStore,
+    candidateSets: openPgCandidateSetStore,
+  },
   commands: [(tools) => new tools.Command("postgres").description("NodeFabric's PostgreSQL store").addCommand(migrateCommand(tools))],
 });

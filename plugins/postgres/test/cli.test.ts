@@ -37,13 +37,13 @@ describe("fabric postgres migrate", () => {
   it("applies the migrations once, then has nothing to apply", async () => {
     const first = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", schema]);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stdout).toMatch(new RegExp(`\\(schema ${schema}\\): applied 1; now at version 1`));
+    expect(first.stdout).toMatch(new RegExp(`\\(schema ${schema}\\): applied 1, 2; now at version 2`));
     const { rows } = await admin.query(`SELECT version FROM ${schema}.nodefabric_migrations ORDER BY version`);
-    expect(rows.map((r) => r.version)).toEqual([1]);
+    expect(rows.map((r) => r.version)).toEqual([1, 2]);
 
     const again = await fabric(["postgres", "migrate", "--schema", schema], { FABRIC_STORE_URL: PG_URL });
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/is at version 1: nothing to apply/);
+    expect(again.stdout).toMatch(/is at version 2: nothing to apply/);
   });
 
   it("refuses a missing or foreign URL (exit 2), and names an unreachable server with its password hidden (exit 1)", async () => {

@@ -45,7 +45,7 @@ async function applied(schema: string): Promise<{ version: number; name: string;
   return rows;
 }
 
-const STORE_TABLES = ["approvals", "candidate_sets", "events", "executor_node_types", "executors", "node_runs", "node_types", "runs"];
+const STORE_TABLES = ["approvals", "candidate_sets", "coordinators", "events", "executor_node_types", "executors", "node_runs", "node_types", "nodefabric_settings", "runs"];
 
 describe("migrate", () => {
   it("applies every migration exactly once when 8 processes start at once", async () => {

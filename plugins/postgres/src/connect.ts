@@ -1,0 +1,69 @@
+/**
+ * Opening a store's connection pool from a store URL: `postgres://user@host:port/db?schema=<name>` puts every
+ * connection (and the migrations) in that schema; without `schema`, the connection's own search_path is used.
+ */
+import pg from "pg";
+import type { StoreOpenOptions } from "@nodefabric/core";
+import { migrate } from "./pg-migrate.js";
+
+/** How a store connects: what pg needs for a Pool or a Client, and the schema, if the URL names one. */
+export interface PgTarget {
+  config: pg.ClientConfig;
+  schema: string | undefined;
+}
+
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** Reads the URL and the store options into a pg configuration. Throws on a schema name that is not a plain identifier. */
+export function pgTarget(url: URL, options: Partial<StoreOpenOptions> = {}): PgTarget {
+  const u = new URL(url.toString());
+  const schema = u.searchParams.get("schema") ?? undefined;
+  u.searchParams.delete("schema");
+  if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
+    throw new Error(`the store URL's schema ${JSON.stringify(schema)} is not a plain identifier (letters, digits and _, not starting with a digit)`);
+  }
+  // pg reads only postgres:// and postgresql:// alike; the scheme is what chose this plugin.
+  const config: pg.ClientConfig = { connectionString: u.toString() };
+  // Plain identifiers need no quoting, so the option string stays simple.
+  if (schema !== undefined) config.options = `-c search_path=${schema}`;
+  if (options.statementTimeoutMs !== undefined) config.statement_timeout = options.statementTimeoutMs;
+  return { config, schema };
+}
+
+/** A pool on `target`, migrated to this release's schema before it is handed out. */
+export async function openPool(target: PgTarget, poolSize: number | undefined): Promise<pg.Pool> {
+  const pool = new pg.Pool({ ...target.config, max: poolSize ?? 10 });
+  // An idle connection the server drops must not crash the process; the next checkout opens a new one.
+  pool.on("error", () => {});
+  try {
+    await migrate(pool, target.schema === undefined ? {} : { schema: target.schema });
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+  return pool;
+}
+
+/** Runs `work` in one transaction on one pooled connection. */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query("BEGIN");
+    const result = await work(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (err) {
+    await client.query("ROLLBACK").catch((e: Error) => (broken = e));
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** SQL for an epoch-ms parameter as timestamptz (exact, no float rounding). */
+export const ts = (param: string) => `('epoch'::timestamptz + ${param}::int8 * interval '1 millisecond')`;
+/** SQL for a timestamptz as epoch ms (float8, so pg hands a JS number). */
+export const ms = (column: string) => `(extract(epoch from ${column}) * 1000)::float8`;
+/** SQL for a timestamptz as RFC 3339 in UTC with milliseconds, as Date.toISOString writes it. */
+export const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
