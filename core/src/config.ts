@@ -61,8 +61,18 @@ export interface FabricConfig {
   gateway?: { coordinators?: string[] };
   /** The Node Registry: `executor_ttl_ms`, how long an executor stays listed after its last heartbeat (default 10 s). */
   registry?: { executor_ttl_ms?: number };
+  /** The Run Coordinator's timings (ms). */
+  coordinator?: CoordinatorConfig;
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
+}
+
+/** The `coordinator` option. */
+export interface CoordinatorConfig {
+  /** With a shared store: how long a coordinator's hold on its runs lasts without renewal (default 10000). */
+  run_lease_ms?: number;
+  /** A composite making no progress for this long gets its `:begin` again (default 10000). */
+  composite_lease_ms?: number;
 }
 
 /** The `store` option: the stores of a plugin, chosen by the scheme of `url`. */
@@ -267,6 +277,14 @@ export const CONFIG_SCHEMA = {
         keep_alive_timeout_ms: { type: "integer", minimum: 1 },
       },
     },
+    coordinator: {
+      type: "object",
+      additionalProperties: false,
+      properties: {
+        run_lease_ms: { type: "integer", minimum: 100, maximum: 3600000 },
+        composite_lease_ms: { type: "integer", minimum: 100, maximum: 3600000 },
+      },
+    },
     registry: {
       type: "object",
       additionalProperties: false,
@@ -364,6 +382,13 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (coordinators) out.gateway = { coordinators };
   const ttl = envInt(env, "FABRIC_REGISTRY_EXECUTOR_TTL_MS");
   if (ttl !== undefined) out.registry = { executor_ttl_ms: ttl as number };
+  const runLease = envInt(env, "FABRIC_COORDINATOR_RUN_LEASE_MS");
+  const compositeLease = envInt(env, "FABRIC_COORDINATOR_COMPOSITE_LEASE_MS");
+  if (runLease !== undefined || compositeLease !== undefined) {
+    out.coordinator = {};
+    if (runLease !== undefined) out.coordinator.run_lease_ms = runLease as number;
+    if (compositeLease !== undefined) out.coordinator.composite_lease_ms = compositeLease as number;
+  }
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
   if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;
   if (env.FABRIC_POLICY_CHECKS) out.policy_checks = (env.FABRIC_POLICY_CHECKS === "true" ? true : env.FABRIC_POLICY_CHECKS === "false" ? false : env.FABRIC_POLICY_CHECKS) as boolean;

@@ -221,7 +221,9 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
       const store = await pluginStore(config, plugins, name, (s) => s.runs);
       return closesWith(await buildRunCoordinator({
         ...secured,
-        assignmentTokens: security.assignmentTokens(),
+        // Coordinators sharing a database share the secret kept there (see buildRunCoordinator).
+        assignmentTokens: store?.shared && !config.auth.assignment_secret_file ? undefined : security.assignmentTokens(),
+        assignmentTtlSeconds: config.auth.assignment_ttl_s,
         logger,
         dbPath: path.join(dataDir, "run-coordinator.db"),
         registryUrl: serviceUrl(config, "node-registry"),
@@ -232,6 +234,8 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         selectionUrl: serviceUrl(config, "selection"),
         executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller(secured.tokens)) : undefined,
         store,
+        runLeaseMs: config.coordinator?.run_lease_ms,
+        compositeLeaseMs: config.coordinator?.composite_lease_ms,
       }), store);
     }
     case "run-gateway":

@@ -10,6 +10,7 @@ import { validatorFor } from "@nodefabric/schemas";
 import { FabricError, isMalformedSuccess } from "../http/errors.js";
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
+import { FencedError } from "../store/run-store.js";
 import { retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import type { EngineCore } from "./engine-core.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
@@ -97,7 +98,11 @@ export class Dispatcher {
     this.inFlight++;
     const id = "plan" in work ? work.plan.nr.node_run_id : work.claimed.node_run_id;
     void this.dispatch(work)
-      .catch((err) => this.core.o.log.error({ err, node_run_id: id }, "dispatch failed"))
+      .catch((err) => {
+        // A run another coordinator took over: its new holder dispatches the NodeRun again.
+        if (FencedError.is(err)) this.core.o.log.info({ node_run_id: id }, "dropped a dispatch: the run moved to another coordinator");
+        else this.core.o.log.error({ err, node_run_id: id }, "dispatch failed");
+      })
       .finally(() => {
         this.inFlight--;
         const next = this.localQueue.shift();

@@ -52,14 +52,19 @@ export class EngineCore {
   readonly tokenMintedAt = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
   stopped = false;
+  /** Told of every event this process committed, after the hub (set by the engine when other coordinators write too). */
+  afterPublish: (events: RunEvent[]) => void = () => undefined;
   /** Asks the dispatcher to look for work soon; set by the engine once its dispatcher exists. */
   wake: () => void = () => undefined;
 
   constructor(readonly o: RunEngineOptions) {
     this.store = o.store;
-    this.writer = new TickWriter(o.store, (events) => this.hub.publish(events));
+    this.writer = new TickWriter(o.store, (events) => {
+      this.hub.publish(events);
+      this.afterPublish(events);
+    });
     this.leaseMs = o.leaseMs ?? 30_000;
-    this.compositeLeaseMs = o.compositeLeaseMs ?? this.leaseMs;
+    this.compositeLeaseMs = o.compositeLeaseMs ?? Math.min(this.leaseMs, 10_000);
     this.tokens = o.assignmentTokens ?? new AssignmentTokens();
   }
 

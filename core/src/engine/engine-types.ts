@@ -63,8 +63,13 @@ export interface RunEngineOptions {
   selection?: { getCandidateSet(id: string): Promise<CandidateSet> };
   /** Mints assignment tokens for composite NodeRuns. */
   assignmentTokens?: AssignmentTokens;
-  /** A composite that makes no progress for this long gets its `:begin` sent again (ms, default leaseMs). */
+  /** A composite that makes no progress for this long gets its `:begin` sent again (ms, default the lesser of leaseMs and 10 s). */
   compositeLeaseMs?: number;
+  /**
+   * With a store several coordinators share: how long this coordinator's hold on its runs lasts without renewal
+   * (ms, default 10 s). A coordinator that dies has its runs taken over by another once this runs out.
+   */
+  runLeaseMs?: number;
 }
 
 /** Who is asking: stamped on runs and checked on reads. */

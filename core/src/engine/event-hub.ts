@@ -42,6 +42,16 @@ export class EventHub {
     }
   }
 
+  /** Whether anyone here follows the run. */
+  isFollowed(runId: string): boolean {
+    return (this.byRun.get(runId)?.size ?? 0) > 0;
+  }
+
+  /** The runs someone here follows. */
+  followedRuns(): string[] {
+    return [...this.byRun.keys()];
+  }
+
   /** How many followers are attached (health and tests). */
   followers(): number {
     let n = 0;

@@ -17,6 +17,24 @@ import { Children } from "./children.js";
 import { RunLifecycle } from "./run-lifecycle.js";
 import type { EventHub } from "./event-hub.js";
 import type { Caller, RunEngineOptions } from "./engine-types.js";
+import { RunOwnership, type RunPlace } from "./ownership.js";
+import { RemoteEvents } from "./remote-events.js";
+import { FencedError } from "../store/run-store.js";
+import { FabricError } from "../http/errors.js";
+
+export type { RunPlace } from "./ownership.js";
+
+/** A write refused by fencing reaches a client as a retryable 503: the run now lives on another coordinator. */
+function movedAway(err: unknown): never {
+  if (FencedError.is(err)) {
+    throw new FabricError("unavailable", "the run moved to another coordinator while this request was served; try again", {
+      retryable: true,
+      details: { run_ids: err.runIds },
+      headers: { "retry-after": "1" },
+    });
+  }
+  throw err;
+}
 
 export type { Caller, ExecutorCaller, Logger, PolicyClient, RunEngineOptions } from "./engine-types.js";
 export { hashOf } from "./engine-types.js";
@@ -31,6 +49,8 @@ export class RunEngine {
   private readonly lifecycle: RunLifecycle;
   private readonly tickMs: number;
   private timer: NodeJS.Timeout | undefined;
+  private readonly ownership?: RunOwnership;
+  private readonly remote?: RemoteEvents;
 
   constructor(private readonly o: RunEngineOptions) {
     this.core = new EngineCore(o);
@@ -41,6 +61,23 @@ export class RunEngine {
     this.children = new Children(this.core, this.dispatcher);
     this.lifecycle = new RunLifecycle(this.core, this.dispatcher);
     this.tickMs = o.tickMs ?? 100;
+    const shared = o.store.shared;
+    if (shared) {
+      this.ownership = new RunOwnership({
+        shared,
+        instanceId: o.instanceId,
+        log: o.log,
+        runLeaseMs: o.runLeaseMs ?? 10_000,
+        endpoint: () => this.dispatcher.coordinatorEndpoint || undefined,
+        // Their NodeRuns are claimable here now (leased by the previous holder): dispatch recovers them.
+        onTakenOver: () => this.wake(),
+        // What was in flight for them here ends with a refused write (FencedError); the new holder redoes it.
+        onLost: () => undefined,
+      });
+      const remote = new RemoteEvents(o.store, shared, this.core.hub, o.log);
+      this.remote = remote;
+      this.core.afterPublish = (events) => remote.published(events);
+    }
   }
 
   /** The base URL composite executors call back; set once the coordinator listens. */
@@ -55,6 +92,8 @@ export class RunEngine {
   async start(): Promise<void> {
     const released = await this.o.store.releaseLeases(this.o.instanceId);
     if (released > 0) this.o.log.info({ released }, "reclaimed NodeRuns that were in flight before a restart");
+    this.remote?.start();
+    await this.ownership?.start();
     this.timer = setInterval(() => void this.recover(), this.tickMs);
     this.timer.unref();
     await this.recover();
@@ -65,6 +104,8 @@ export class RunEngine {
   async stop(): Promise<void> {
     this.core.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    this.ownership?.stop();
+    this.remote?.stop();
     await this.core.writer.drain();
   }
 
@@ -78,19 +119,27 @@ export class RunEngine {
     return this.core.getNodeRunRecord(nodeRunId, caller);
   }
 
+  /**
+   * Where writes to a run are served: here, or at the coordinator holding it (only with a store several coordinators
+   * share). Undefined for a run the store does not know.
+   */
+  async placeOf(runId: string): Promise<RunPlace | undefined> {
+    return this.ownership ? this.ownership.placeOf(runId) : { local: true };
+  }
+
   /** POST /v1/runs. */
   startRun(req: RunStartRequest, caller: Caller = {}): Promise<Run> {
-    return this.lifecycle.start(req, caller);
+    return this.lifecycle.start(req, caller).catch(movedAway);
   }
 
   /** POST /v1/runs/{id}:cancel. */
   cancelRun(runId: string, caller: Caller = {}): Promise<Run> {
-    return this.lifecycle.cancel(runId, caller);
+    return this.lifecycle.cancel(runId, caller).catch(movedAway);
   }
 
   /** POST /v1/approvals/{id}:approve|:reject. */
   resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}): Promise<void> {
-    return this.lifecycle.resolveApproval(approvalId, decision, caller);
+    return this.lifecycle.resolveApproval(approvalId, decision, caller).catch(movedAway);
   }
 
   /** Fails runs past their deadline and wakes the dispatcher for backoffs and expired leases. */
@@ -100,17 +149,17 @@ export class RunEngine {
 
   /** POST /v1/node-runs. */
   createChildren(req: NodeRunsCreateRequest, caller: Caller = {}): Promise<NodeRun[]> {
-    return this.children.create(req, caller);
+    return this.children.create(req, caller).catch(movedAway);
   }
 
   /** POST /v1/node-runs/{id}:complete. */
   completeNodeRun(nodeRunId: string, req: NodeRunCompleteRequest, caller: Caller = {}): Promise<void> {
-    return this.results.complete(nodeRunId, req, caller);
+    return this.results.complete(nodeRunId, req, caller).catch(movedAway);
   }
 
   /** POST /v1/node-runs/{id}:evaluation. */
   reportEvaluation(nodeRunId: string, req: NodeRunEvaluationReportRequest, caller: Caller = {}): Promise<void> {
-    return this.results.evaluation(nodeRunId, req, caller);
+    return this.results.evaluation(nodeRunId, req, caller).catch(movedAway);
   }
 
   /** Asks the dispatcher to look for work soon. */

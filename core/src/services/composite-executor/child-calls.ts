@@ -41,7 +41,8 @@ interface Pending {
 export interface ChildCallsOptions {
   runId: string;
   parentId: string;
-  client: CoordinatorClient;
+  /** The coordinator to call: the one that sent the latest `:begin` (it can change when another takes the run over). */
+  client: () => CoordinatorClient;
   /** The NodeRun's current assignment token (a later `:begin` may bring a fresher one). */
   token: () => string | undefined;
   /** The composite's signal: once it fires, nothing more is sent and pending calls reject. */
@@ -300,7 +301,7 @@ export class ChildCalls {
     for (;;) {
       if (this.failure) throw this.failure;
       try {
-        return await this.o.client.createNodeRuns({ run_id: this.o.runId, parent_node_run_id: this.o.parentId, node_runs: specs }, this.o.token());
+        return await this.o.client().createNodeRuns({ run_id: this.o.runId, parent_node_run_id: this.o.parentId, node_runs: specs }, this.o.token());
       } catch (err) {
         if (!isRetryable(err) || clock.now() + delay > until || this.o.signal.aborted) throw err;
         this.o.log.warn({ err: (err as Error).message, node_run_id: this.o.parentId, retry_in_ms: delay }, "creating children failed; retrying");

@@ -104,6 +104,7 @@ export class CompositeDriver {
   private readonly calls: ChildCalls;
   private token?: string;
   private logger?: HandlerLogger;
+  private currentStream?: AbortController;
 
   constructor(private readonly o: CompositeDriverOptions) {
     this.nodeRunId = o.begin.node_run_id;
@@ -111,7 +112,7 @@ export class CompositeDriver {
     this.calls = new ChildCalls({
       runId: o.begin.run_id,
       parentId: o.begin.node_run_id,
-      client: o.client,
+      client: () => this.o.client,
       token: () => this.token,
       signal: this.cancelController.signal,
       log: o.log,
@@ -124,9 +125,17 @@ export class CompositeDriver {
     void this.drive();
   }
 
-  /** Takes the token of a repeated `:begin`: the coordinator mints one per `:begin`, and the first may expire. */
-  refreshToken(token: string | undefined): void {
+  /**
+   * Takes what a repeated `:begin` brings: a fresh token (the coordinator mints one per `:begin`, and the first may
+   * expire) and the coordinator that sent it, which may be another one than before when coordinators share a
+   * database and one took the run over. Calls and the event stream move to it.
+   */
+  refresh(token: string | undefined, client?: CoordinatorClient): void {
     if (token) this.token = token;
+    if (client && client !== this.o.client) {
+      this.o.client = client;
+      this.currentStream?.abort();
+    }
   }
 
   /** Stops driving without reporting: ctx.signal fires and pending calls reject. */
@@ -231,21 +240,29 @@ export class CompositeDriver {
     let delay = 100;
     while (!signal.aborted) {
       const before = this.lastSeq;
+      // One stream at a time, which `refresh` ends when the composite moves to another coordinator.
+      const stream = new AbortController();
+      const stopStream = () => stream.abort();
+      signal.addEventListener("abort", stopStream, { once: true });
+      this.currentStream = stream;
       try {
         await this.o.client.followNodeRunEvents(this.nodeRunId, (e) => this.onEvent(e), {
           afterSeq: this.lastSeq,
           token: this.token,
-          signal,
+          signal: stream.signal,
           types: FOLLOWED_TYPES,
         });
       } catch (err) {
         if (signal.aborted) return;
+        if (stream.signal.aborted) continue;
         if (FabricError.is(err) && (err.code === "node_run_not_found" || err.code === "run_not_found")) {
           this.o.log.warn({ node_run_id: this.nodeRunId }, "the coordinator does not know this composite; it is no longer driven");
           this.stop("ended");
           return;
         }
         this.o.log.warn({ err: (err as Error).message, node_run_id: this.nodeRunId, after_seq: this.lastSeq }, "the composite's event stream broke; resuming");
+      } finally {
+        signal.removeEventListener("abort", stopStream);
       }
       if (signal.aborted) return;
       if (this.lastSeq > before) delay = 100;

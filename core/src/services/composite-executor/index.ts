@@ -99,7 +99,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
     const id = begin.node_run_id;
     const current = driving.get(id);
     if (current) {
-      current.refreshToken(begin.assignment_token);
+      current.refresh(begin.assignment_token, coordinator(begin.coordinator_endpoint));
       return { accepted: true, message: "already running" };
     }
     // An unknown node type is refused before anything starts (404 unknown_node_type).
@@ -107,7 +107,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
     // A second :begin may have arrived while the node type was looked up.
     const raced = driving.get(id);
     if (raced) {
-      raced.refreshToken(begin.assignment_token);
+      raced.refresh(begin.assignment_token, coordinator(begin.coordinator_endpoint));
       return { accepted: true, message: "already running" };
     }
     if (wasCanceled(id)) return { accepted: true, message: "canceled" };

@@ -8,6 +8,7 @@ import { FabricError } from "../../http/errors.js";
 import type { Caller, RunEngine } from "../../engine/run-engine.js";
 import type { RunState, RunStore } from "../../store/run-store.js";
 import { waitForRunEnd } from "./prefer-wait.js";
+import type { RunRouting } from "./run-routing.js";
 
 /**
  * The engine's view of who made a request, from its verified principal: nobody in particular when authentication
@@ -46,6 +47,8 @@ export class CoordinatorApi {
   constructor(
     readonly engine: RunEngine,
     readonly store: RunStore,
+    /** Sends writes for runs another coordinator holds to it (a store several coordinators share). */
+    private readonly routing?: RunRouting,
   ) {}
 
   /** Starts a run; with `waitSeconds`, resolves once it ended or the wait ran out. */
@@ -60,7 +63,8 @@ export class CoordinatorApi {
   }
 
   cancelRun(runId: string, caller: Caller): Promise<Run> {
-    return this.engine.cancelRun(runId, caller);
+    if (!this.routing) return this.engine.cancelRun(runId, caller);
+    return this.routing.call(runId, caller, "POST", `/v1/runs/${encodeURIComponent(runId)}:cancel`, () => this.engine.cancelRun(runId, caller));
   }
 
   /** Runs newest first, a page at a time. */
@@ -80,7 +84,10 @@ export class CoordinatorApi {
     return (await this.engine.getNodeRunRecord(nodeRunId, caller)).node_run;
   }
 
-  resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller): Promise<void> {
-    return this.engine.resolveApproval(approvalId, decision, caller);
+  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller): Promise<void> {
+    if (!this.routing) return this.engine.resolveApproval(approvalId, decision, caller);
+    const runId = (await this.store.getApproval(approvalId))?.run_id;
+    const path = `/v1/approvals/${encodeURIComponent(approvalId)}:${decision === "approved" ? "approve" : "reject"}`;
+    await this.routing.call(runId, caller, "POST", path, () => this.engine.resolveApproval(approvalId, decision, caller));
   }
 }

@@ -67,9 +67,45 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
     if (filter ? filter.ends(e) : e.type === "run_completed") finish();
   };
 
+  // Live events arrive in seq order from one writer; after another coordinator took the run over, or when a notice
+  // of another coordinator's commit was read late, a live event can come past a gap: the gap is read from the store
+  // first, so a follower never misses an event.
+  let filling = false;
+  const fill = async () => {
+    filling = true;
+    try {
+      while (!done && pending.length > 0) {
+        const next = pending[0];
+        if (next.event.seq > last + 1) {
+          const page = await store.listEvents(o.runId, last, Math.min(PAGE, next.event.seq - last - 1));
+          for (const e of page) consider(e);
+          // Nothing stored in the gap (it cannot happen with a store that commits seqs in order): do not wait forever.
+          if (page.length === 0) last = next.event.seq - 1;
+          continue;
+        }
+        pending.shift();
+        consider(next.event, next.line);
+      }
+    } catch (err) {
+      req.log.error({ err }, "reading missed events failed");
+      finish();
+    } finally {
+      filling = false;
+    }
+  };
+  const onLive = (e: HubEvent) => {
+    if (done || e.event.seq <= last) return;
+    if (!filling && pending.length === 0 && e.event.seq === last + 1) {
+      consider(e.event, e.line);
+      return;
+    }
+    pending.push(e);
+    if (!filling) void fill();
+  };
+
   req.raw.on("close", finish);
   if (o.follow && !o.runEnded) {
-    unsubscribe = hub.subscribe(o.runId, (e) => (live ? consider(e.event, e.line) : pending.push(e)));
+    unsubscribe = hub.subscribe(o.runId, (e) => (live ? onLive(e) : pending.push(e)));
   }
   try {
     // A node-run stream must see the subtree's creation events, so it replays from the start and filters by seq.
@@ -89,6 +125,8 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
     finish();
     return;
   }
-  for (const e of pending.splice(0)) consider(e.event, e.line);
   live = true;
+  pending.sort((a, b) => a.event.seq - b.event.seq);
+  while (pending.length > 0 && pending[0].event.seq <= last) pending.shift();
+  if (pending.length > 0) await fill();
 }

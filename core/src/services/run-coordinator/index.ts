@@ -6,6 +6,8 @@ import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
 import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import os from "node:os";
+import { randomBytes } from "node:crypto";
+import { RunRouting } from "./run-routing.js";
 import type { FastifyInstance } from "fastify";
 import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeRunsCreateRequest, Run, RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
@@ -42,10 +44,15 @@ export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   selectionUrl?: string;
   /** Base URL composite executors use to call this coordinator back (default: its listening address). */
   publicUrl?: string;
-  /** A composite making no progress for this long gets its `:begin` again (ms, default leaseMs). */
+  /** A composite making no progress for this long gets its `:begin` again (ms, default the lesser of leaseMs and 10 s). */
   compositeLeaseMs?: number;
-  /** Stable id of this coordinator (default: "coordinator-<hostname>"). */
+  /**
+   * Stable id of this coordinator (default: "coordinator-<hostname>"; with a store several coordinators share,
+   * "coordinator-<hostname>-<pid>-<random>", so every process is a coordinator of its own).
+   */
   instanceId?: string;
+  /** With a shared store: how long this coordinator's hold on its runs lasts without renewal (ms, default 10 s). */
+  runLeaseMs?: number;
   leaseMs?: number;
   tickMs?: number;
   maxInFlight?: number;
@@ -53,8 +60,10 @@ export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   resolver?: NodeTypeResolver;
   executors?: ExecutorCaller;
   policy?: PolicyClient;
-  /** Mints and checks assignment tokens (default: a random secret of this process). */
+  /** Mints and checks assignment tokens (default: a random secret of this process, or the shared store's). */
   assignmentTokens?: AssignmentTokens;
+  /** Lifetime of the default assignment tokens (seconds). */
+  assignmentTtlSeconds?: number;
 }
 
 /** Builds the Run Coordinator. */
@@ -63,7 +72,11 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   const registry = new RegistryClient(options.registryUrl, { headers: bearerHeaders(options.tokens, "node-registry") });
   const executors = options.executors ?? new HttpExecutorCaller(options.tokens);
   const policy = options.policy ?? (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl, { headers: bearerHeaders(options.tokens, "pdp") }) : undefined);
-  const assignmentTokens = options.assignmentTokens ?? new AssignmentTokens();
+  const shared = (store as RunStore).shared;
+  // Coordinators of one database check each other's assignment tokens (a composite executor may reach any of them),
+  // so they sign with a secret kept in the database rather than one of this process.
+  const assignmentTokens = options.assignmentTokens ?? new AssignmentTokens(shared ? await shared.sharedSecret("assignment-tokens") : undefined, options.assignmentTtlSeconds);
+  const instanceId = options.instanceId ?? (shared ? `coordinator-${os.hostname()}-${process.pid}-${randomBytes(3).toString("hex")}` : `coordinator-${os.hostname()}`);
   const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl, composite: options.compositeExecutorUrl });
   const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { headers: bearerHeaders(options.tokens, "selection") }) : undefined;
   const candidateSets = new Map<string, Promise<CandidateSet>>();
@@ -105,7 +118,8 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     executors,
     policy,
     log: app.log,
-    instanceId: options.instanceId ?? `coordinator-${os.hostname()}`,
+    instanceId,
+    runLeaseMs: options.runLeaseMs,
     leaseMs: options.leaseMs,
     tickMs: options.tickMs,
     maxInFlight: options.maxInFlight,
@@ -123,7 +137,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     }
   });
   if (!policy) app.log.warn("no PDP configured: the coordinator makes no policy checks");
-  const api = new CoordinatorApi(engine, store);
+  const routing = new RunRouting(engine, instanceId, options.tokens);
+  const api = new CoordinatorApi(engine, store, routing);
+  /** The run a NodeRun belongs to (undefined when unknown: the engine answers the 404). */
+  const runOfNodeRun = async (id: string) => (await store.getNodeRun(id))?.run_id;
   exposeInProcess(app, "run-coordinator", api);
 
   app.addHook("onReady", async () => engine.start());
@@ -134,6 +151,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
       selection?.close(),
       (executors as Partial<HttpExecutorCaller>).close?.(),
       (policy as Partial<HttpPolicyClient> | undefined)?.close?.(),
+      routing.close(),
     ]);
     if (!options.store) await store.close();
   });
@@ -154,8 +172,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     return api.getRun((req.params as { run_id: string }).run_id, callerOf(req));
   });
 
-  app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req) => {
-    return api.cancelRun((req.params as { run_id: string }).run_id, callerOf(req));
+  app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req, reply) => {
+    const { run_id } = req.params as { run_id: string };
+    if (await routing.forwardRequest(req, reply, run_id)) return reply;
+    return engine.cancelRun(run_id, callerOf(req));
   });
 
   app.get("/v1/runs/:run_id/node-runs", { schema: { params: runParams } }, async (req) => {
@@ -169,8 +189,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     await streamEvents(req, reply, store, engine.hub, { runId: run_id, afterSeq: q.after_seq ?? -1, follow: q.follow, runEnded: isEnded(run.run), types: typesOf(q.types) });
   });
 
-  app.post("/v1/node-runs", { schema: { body: ref("node_runs_create_request") } }, async (req) => {
-    return { node_runs: await engine.createChildren(req.body as NodeRunsCreateRequest, callerOf(req)) };
+  app.post("/v1/node-runs", { schema: { body: ref("node_runs_create_request") } }, async (req, reply) => {
+    const body = req.body as NodeRunsCreateRequest;
+    if (await routing.forwardRequest(req, reply, body.run_id ?? (await runOfNodeRun(body.parent_node_run_id)))) return reply;
+    return { node_runs: await engine.createChildren(body, callerOf(req)) };
   });
 
   app.get("/v1/node-runs/:node_run_id", { schema: { params: nodeRunParams } }, async (req) => {
@@ -195,25 +217,26 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.post("/v1/node-runs/:node_run_id(.+)::evaluation", { schema: { params: nodeRunParams, body: ref("node_run_evaluation_report_request") } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
+    if (await routing.forwardRequest(req, reply, await runOfNodeRun(node_run_id))) return reply;
     await engine.reportEvaluation(node_run_id, req.body as NodeRunEvaluationReportRequest, callerOf(req));
     return reply.code(204).send();
   });
 
   app.post("/v1/node-runs/:node_run_id(.+)::complete", { schema: { params: nodeRunParams, body: ref("node_run_complete_request") } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
+    if (await routing.forwardRequest(req, reply, await runOfNodeRun(node_run_id))) return reply;
     await engine.completeNodeRun(node_run_id, req.body as NodeRunCompleteRequest, callerOf(req));
     return reply.code(204).send();
   });
 
-  app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
-    await api.resolveApproval((req.params as { approval_id: string }).approval_id, "approved", callerOf(req));
-    return reply.code(204).send();
-  });
-
-  app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
-    await api.resolveApproval((req.params as { approval_id: string }).approval_id, "rejected", callerOf(req));
-    return reply.code(204).send();
-  });
+  for (const [action, decision] of [["approve", "approved"], ["reject", "rejected"]] as const) {
+    app.post(`/v1/approvals/:approval_id(.+)::${action}`, { schema: { params: approvalParams } }, async (req, reply) => {
+      const { approval_id } = req.params as { approval_id: string };
+      if (await routing.forwardRequest(req, reply, (await store.getApproval(approval_id))?.run_id)) return reply;
+      await engine.resolveApproval(approval_id, decision, callerOf(req));
+      return reply.code(204).send();
+    });
+  }
 
   return app;
 }
