@@ -159,6 +159,8 @@ export class PgRunStore implements RunStore, SharedRunStore {
   private leaseMs = 0;
   /** The epoch of each run this coordinator holds, as of its last takeover, creation or renewal. */
   private readonly held = new Map<string, number>();
+  /** Runs a fenced write showed this coordinator had lost; the next renew reports them with the others. */
+  private readonly lostSinceRenew = new Set<string>();
   private readonly listeners = new Set<CommitListener>();
   private listenClient: pg.Client | undefined;
   private listening = false;
@@ -357,7 +359,9 @@ export class PgRunStore implements RunStore, SharedRunStore {
     );
     const fenced = rows.filter((r) => r.lease_owner !== owner || this.held.get(r.run_id) !== r.epoch).map((r) => r.run_id);
     if (fenced.length > 0) {
-      for (const id of fenced) this.held.delete(id);
+      for (const id of fenced) {
+        if (this.held.delete(id)) this.lostSinceRenew.add(id);
+      }
       throw new FencedError(fenced);
     }
   }
@@ -507,7 +511,10 @@ export class PgRunStore implements RunStore, SharedRunStore {
   // ---- SharedRunStore -------------------------------------------------------------------------------------------
 
   attach(owner: string, leaseMs: number): void {
-    if (this.owner !== undefined && this.owner !== owner) this.held.clear();
+    if (this.owner !== undefined && this.owner !== owner) {
+      this.held.clear();
+      this.lostSinceRenew.clear();
+    }
     this.owner = owner;
     this.leaseMs = leaseMs;
   }
@@ -523,7 +530,9 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
   async renew(now: number): Promise<{ lost: string[] }> {
     const owner = this.attached();
-    if (this.held.size === 0) return { lost: [] };
+    const lost = [...this.lostSinceRenew];
+    this.lostSinceRenew.clear();
+    if (this.held.size === 0) return { lost: lost.sort() };
     const ids = [...this.held.keys()].sort();
     const epochs = ids.map((id) => this.held.get(id)!);
     // The SELECT reads the rows as they were before the UPDATE, which changes neither owner nor epoch.
@@ -536,7 +545,6 @@ export class PgRunStore implements RunStore, SharedRunStore {
        FROM h LEFT JOIN runs r USING (run_id)`,
       [ids, epochs, owner, now + this.leaseMs],
     );
-    const lost: string[] = [];
     for (const r of rows) {
       if (!r.mine) {
         // Only drop what is still the epoch we read: a takeover racing with this renewal may have set a new one.
@@ -568,7 +576,12 @@ export class PgRunStore implements RunStore, SharedRunStore {
        RETURNING runs.run_id, runs.lease_epoch::float8 AS epoch`,
       params,
     );
-    if (owner === this.owner) for (const r of rows) this.held.set(r.run_id, r.epoch);
+    if (owner === this.owner) {
+      for (const r of rows) {
+        this.held.set(r.run_id, r.epoch);
+        this.lostSinceRenew.delete(r.run_id);
+      }
+    }
     return rows.map((r) => r.run_id).sort();
   }
 
