@@ -10,6 +10,8 @@ import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { TokenVerifier } from "@nodefabric/core";
 import { buildNodeRegistry, type NodeRegistryOptions } from "../src/services/node-registry/index.js";
+import { ConfigError, loadConfig } from "../src/config.js";
+import { buildService } from "../src/fabric.js";
 import { checkedCall as call } from "./support/checked-call.js";
 import { startTestIssuer, type TestIssuer } from "./support/test-issuer.js";
 
@@ -170,5 +172,28 @@ describe("node registry: heartbeats with authentication", () => {
     expect(writer.status).toBe(403);
     expect(writer.body.error.code).toBe("permission_denied");
     expect(writer.body.error.details).toEqual({ required_scope: "executors:register" });
+  });
+});
+
+describe("node registry: registry.executor_ttl_ms in the configuration", () => {
+  it("reaches the registry from fabric.config.json or FABRIC_REGISTRY_EXECUTOR_TTL_MS, and a bad value stops the start", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-hb-config-"));
+    fs.writeFileSync(path.join(dir, "fabric.config.json"), JSON.stringify({ data_dir: "data", registry: { executor_ttl_ms: 1500 } }));
+    const fromFile = loadConfig({ cwd: dir, env: {} });
+    expect(fromFile.registry).toEqual({ executor_ttl_ms: 1500 });
+    expect(loadConfig({ cwd: dir, env: { FABRIC_REGISTRY_EXECUTOR_TTL_MS: "2500" } }).registry).toEqual({ executor_ttl_ms: 2500 });
+    expect(() => loadConfig({ cwd: dir, env: { FABRIC_REGISTRY_EXECUTOR_TTL_MS: "soon" } })).toThrow(ConfigError);
+    expect(() => loadConfig({ cwd: dir, env: { FABRIC_REGISTRY_EXECUTOR_TTL_MS: "0" } })).toThrow(/executor_ttl_ms/);
+
+    const app = await buildService("node-registry", { ...fromFile, log_level: "silent" }, [], undefined, { plugins: [] });
+    try {
+      await app.listen({ host: "127.0.0.1", port: 0 });
+      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      const put = await call(base, "PUT", "/v1/executors/ae-1", registration(9301));
+      expect(put.headers["x-executor-ttl-ms"]).toBe("1500");
+    } finally {
+      await app.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
