@@ -293,7 +293,7 @@ export const CONFIG_SCHEMA = {
     gateway: {
       type: "object",
       additionalProperties: false,
-      properties: { coordinators: { type: "array", minItems: 1, uniqueItems: true, items: { type: "string", pattern: "^https?://[^/?#]+/*$" } } },
+      properties: { coordinators: { type: "array", minItems: 1, uniqueItems: true, items: { type: "string", minLength: 1 } } },
     },
     base_dir: { type: "string" },
   },
@@ -506,9 +506,7 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
     throw new ConfigError("invalid configuration: limits.headers_timeout_ms must not exceed limits.request_timeout_ms (the head is part of the request)");
   }
   checkEgressConfig(config.executor);
-  (config.gateway?.coordinators ?? []).forEach((u, i) => {
-    if (!URL.canParse(u)) throw new ConfigError(`invalid configuration: gateway.coordinators[${i}]: ${JSON.stringify(u)} is not a URL`);
-  });
+  checkGatewayCoordinators(config.gateway?.coordinators ?? []);
   if (config.store !== undefined && config.store.url === undefined) {
     throw new ConfigError("invalid configuration: store needs a url (store.url, FABRIC_STORE_URL or --store), such as postgres://host/db");
   }
@@ -566,6 +564,16 @@ function checkEgressConfig(executor: FabricConfig["executor"]): void {
       if (problem) problems.push(`executor.secret_hosts.${name}[${i}]: ${problem}`);
     });
   }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+}
+
+/** gateway.coordinators: each an http(s) base URL with no path (the gateway adds the API's paths). */
+function checkGatewayCoordinators(urls: readonly string[]): void {
+  const problems = urls.flatMap((u, i) => {
+    const url = URL.canParse(u) ? new URL(u) : undefined;
+    const base = url && (url.protocol === "http:" || url.protocol === "https:") && url.pathname === "/" && !url.search && !url.hash && !url.username;
+    return base ? [] : [`gateway.coordinators[${i}]: ${JSON.stringify(u)} is not a coordinator base URL such as http://10.0.0.7:8081`];
+  });
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
 }
 

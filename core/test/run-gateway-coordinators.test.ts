@@ -326,6 +326,18 @@ describe("run gateway retries only what is safe to send again", () => {
 describe("gateway.coordinators configuration", () => {
   const base = { cwd: repoRoot, flags: { port_base: 0, log_level: "silent" as const } };
 
+  it("takes the coordinators from fabric.config.json", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-gw-config-"));
+    try {
+      fs.writeFileSync(path.join(dir, "fabric.config.json"), JSON.stringify({ gateway: { coordinators: ["http://10.0.0.7:8081", "https://c2.example:8081/"] } }));
+      expect(loadConfig({ cwd: dir, env: {} }).gateway?.coordinators).toEqual(["http://10.0.0.7:8081", "https://c2.example:8081/"]);
+      fs.writeFileSync(path.join(dir, "fabric.config.json"), JSON.stringify({ gateway: { coordinators: "http://10.0.0.7:8081" } }));
+      expect(() => loadConfig({ cwd: dir, env: {} })).toThrow(/gateway\.coordinators: must be array/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("takes the coordinators from the environment, comma-separated", () => {
     const config = loadConfig({ ...base, env: { FABRIC_GATEWAY_COORDINATORS: "http://10.0.0.1:8085, http://10.0.0.2:8085" } });
     expect(config.gateway?.coordinators).toEqual(["http://10.0.0.1:8085", "http://10.0.0.2:8085"]);
@@ -333,8 +345,9 @@ describe("gateway.coordinators configuration", () => {
 
   it("names the field of a bad coordinator URL", () => {
     expect(() => loadConfig({ ...base, env: { FABRIC_GATEWAY_COORDINATORS: "http://10.0.0.1:8085,ftp://x" } })).toThrow(ConfigError);
-    expect(() => loadConfig({ ...base, env: { FABRIC_GATEWAY_COORDINATORS: "http://10.0.0.1:8085,ftp://x" } })).toThrow(/gateway\.coordinators\.1/);
+    expect(() => loadConfig({ ...base, env: { FABRIC_GATEWAY_COORDINATORS: "http://10.0.0.1:8085,ftp://x" } })).toThrow(/gateway\.coordinators\[1\]: "ftp:\/\/x" is not a coordinator base URL/);
     expect(() => loadConfig({ ...base, env: { FABRIC_GATEWAY_COORDINATORS: "http://[bad:8085" } })).toThrow(/gateway\.coordinators/);
     expect(() => loadConfig({ ...base, env: {}, flags: { ...base.flags, gateway: { coordinators: [] } } as never })).toThrow(/gateway\.coordinators/);
+    expect(() => loadConfig({ ...base, env: { FABRIC_GATEWAY_COORDINATORS: "http://10.0.0.1:8085/api" } })).toThrow(/gateway\.coordinators\[0\]: "http:\/\/10\.0\.0\.1:8085\/api" is not a coordinator base URL/);
   });
 });

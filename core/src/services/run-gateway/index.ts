@@ -48,7 +48,8 @@ const seg = encodeURIComponent;
 export async function buildRunGateway(options: RunGatewayOptions): Promise<FastifyInstance> {
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const healthTimeoutMs = options.healthTimeoutMs ?? 2_000;
-  const urls = [...new Set([...(options.coordinatorUrl ? [options.coordinatorUrl] : []), ...(options.coordinatorUrls ?? [])])];
+  // Requests go to a URL's origin, so two spellings of one coordinator count once.
+  const urls = [...new Set([...(options.coordinatorUrl ? [options.coordinatorUrl] : []), ...(options.coordinatorUrls ?? [])].map((u) => new URL(u).origin))];
   if (urls.length === 0) throw new Error("the run gateway needs a coordinator URL (coordinatorUrl or coordinatorUrls)");
   // Each forwarded request sets its own header timeout, so a `Prefer: wait` gets its wait on top of it.
   const coordinator = new CoordinatorPool(
