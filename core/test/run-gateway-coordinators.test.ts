@@ -215,6 +215,25 @@ describe("run gateway over three real coordinators", () => {
     expect(h.body.status).toBe("ok");
   });
 
+  it("fabric start run-gateway takes its coordinators from gateway.coordinators", async () => {
+    const config = loadConfig({
+      cwd: repoRoot,
+      env: { FABRIC_GATEWAY_COORDINATORS: coords.map((c) => c.url).join(",") },
+      flags: { port_base: 0, data_dir: dataDir, log_level: "silent" },
+    });
+    const gw = await startFabric(config, ["run-gateway"]);
+    try {
+      const h = await call("GET", `${gw.urls["run-gateway"]}/v1/health`);
+      expect(h.status, h.text).toBe(200);
+      expect(coordinatorChecks(h.body)).toEqual(coords.map((c) => expect.objectContaining({ url: c.url, status: "ok" })));
+      const r = await call("POST", `${gw.urls["run-gateway"]}/v1/runs`, { run_id: "run_via_start", root_node_type_ref: echoRef, input: {} }, { prefer: "wait=10" });
+      expect(r.status, r.text).toBe(200);
+      expect(r.body.state).toBe("completed");
+    } finally {
+      await gw.close();
+    }
+  });
+
   it("answers an ErrorEnvelope when every coordinator is down, and health is down naming each", async () => {
     const urls = [`http://127.0.0.1:${await closedPort()}`, `http://127.0.0.1:${await closedPort()}`, `http://127.0.0.1:${await closedPort()}`];
     const gw = await gatewayOver(urls);
