@@ -33,7 +33,6 @@ interface Member {
   /** The pause before the next probe while down. */
   backoffMs: number;
   timer?: NodeJS.Timeout;
-  lastError?: string;
 }
 
 /** What a caller may replay on another coordinator: only connect failures (`unsent`), or any transport failure. */
@@ -68,8 +67,7 @@ export class CoordinatorPool {
     return [...list.slice(start), ...list.slice(0, start)];
   }
 
-  private markDown(m: Member, err: unknown): void {
-    m.lastError = (err as Error).message;
+  private markDown(m: Member): void {
     if (m.down || this.closed) return;
     m.down = true;
     m.backoffMs = this.initialMs;
@@ -78,7 +76,6 @@ export class CoordinatorPool {
 
   private markUp(m: Member): void {
     m.down = false;
-    m.lastError = undefined;
     m.backoffMs = this.initialMs;
     if (m.timer) clearTimeout(m.timer);
     m.timer = undefined;
@@ -98,7 +95,6 @@ export class CoordinatorPool {
     if (p.reachable) {
       this.markUp(m);
     } else {
-      m.lastError = p.message;
       m.backoffMs = Math.min(m.backoffMs * 2, this.maxMs);
       this.scheduleProbe(m);
     }
@@ -121,7 +117,7 @@ export class CoordinatorPool {
         // Our own abort (the client left): nothing is wrong with the coordinator.
         if (signal?.aborted) throw FabricError.is(err) ? err : transportError(m.client.baseUrl, err);
         const failure = FabricError.is(err) ? err : transportError(m.client.baseUrl, err);
-        this.markDown(m, failure);
+        this.markDown(m);
         last = failure;
         if (!(replay === "any" || notSent(failure))) throw failure;
       }
@@ -148,7 +144,7 @@ export class CoordinatorPool {
       this.members.map(async (m) => {
         const p = await probeCoordinator(m.client, timeoutMs);
         if (p.reachable && m.down) this.markUp(m);
-        if (!p.reachable && !m.down) this.markDown(m, new Error(p.message));
+        if (!p.reachable && !m.down) this.markDown(m);
         return { url: m.client.baseUrl, status: p.status, ...(p.message ? { message: p.message } : {}) };
       }),
     );
