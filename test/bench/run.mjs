@@ -4,7 +4,11 @@
  * shared machine; ratios measured in the same run hold.
  *
  * Prints one JSON line per scenario, then a markdown table.
- * Options: --rounds N (default 5), --only a,b (scenario names), --runs N (atomic-throughput size, default 10000).
+ * Options: --rounds N (default 5), --only a,b (scenario names), --runs N (atomic-throughput size, default 10000),
+ * --split-runs N (size of the scenarios that start several processes or use PostgreSQL: split-throughput,
+ * split-throughput-pg, atomic-throughput-pg, coordinators-2-vs-1; default 3000).
+ * The PostgreSQL scenarios use FABRIC_PG_URL (default postgres://postgres@127.0.0.1:5432/test), a fresh schema per
+ * round dropped afterwards; they are skipped, with a line saying why, when the server does not answer.
  * FABRIC_SQLITE_DRIVER=node|better-sqlite3 picks the SQLite library of the fabric's store (default: node:sqlite where
  * Node has it); the last line says which ran. test/bench/sqlite-drivers.mjs compares the two on the store alone.
  */
@@ -18,16 +22,19 @@ import { Pool, request } from "undici";
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair } from "jose";
 import { buildAtomicExecutor, loadConfig, loadHandlers, startFabric } from "../../core/dist/index.js";
 import { closedLoop, median } from "./load.mjs";
+import { PG_URL, pgSchema, pgUnavailable, startHopChain, startSplitFabric, withPeakRssOf } from "./split.mjs";
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: "string", default: "5" },
     only: { type: "string" },
     runs: { type: "string", default: "10000" },
+    "split-runs": { type: "string", default: "3000" },
   },
 });
 const ROUNDS = Number(args.rounds);
 const RUNS = Number(args.runs);
+const SPLIT_RUNS = Number(args["split-runs"]);
 const CLIENTS = 64;
 const only = args.only ? new Set(args.only.split(",")) : null;
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -72,13 +79,19 @@ async function startSlowUpstream(ms) {
 /** The SQLite library the fabric's store ran on, as its coordinator's health says. */
 let sqliteDriver = "unknown";
 
+async function noteSqliteDriver(coordinatorUrl) {
+  const health = await (await request(`${coordinatorUrl}/v1/health`)).body.json();
+  sqliteDriver = health.checks?.find((c) => c.name === "store")?.details?.sqlite_driver ?? sqliteDriver;
+}
+
 /**
  * With `auth`, every service requires tokens: keys are generated into the data directory, the services mint their
  * own tokens with them, and the returned `headers` carry a client token for the gateway.
  */
-async function startWholeFabric({ auth = false } = {}) {
+async function startWholeFabric({ auth = false, store } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
   const flags = { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] };
+  if (store) Object.assign(flags, { store: { url: store }, plugins: ["@nodefabric/plugin-postgres"] });
   let headers = {};
   let registryHeaders = {};
   if (auth) {
@@ -96,8 +109,7 @@ async function startWholeFabric({ auth = false } = {}) {
   }
   const config = loadConfig({ cwd: repo, env: {}, flags });
   const fabric = await startFabric(config);
-  const health = await (await request(`${fabric.urls["run-coordinator"]}/v1/health`)).body.json();
-  sqliteDriver = health.checks?.find((c) => c.name === "store")?.details?.sqlite_driver ?? sqliteDriver;
+  await noteSqliteDriver(fabric.urls["run-coordinator"]);
   for (let i = 0; i < 200; i++) {
     const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`, { headers: registryHeaders });
     const list = await r.body.json();
@@ -147,16 +159,57 @@ async function atomicExecute(total) {
   }
 }
 
-async function atomicThroughput(total, options = {}) {
-  const { fabric, headers, close } = await startWholeFabric(options);
-  const url = fabric.urls["run-gateway"];
-  const load = (n) =>
-    closedLoop({ url, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60", ...headers }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
+/** With `pg`, the stores are on PostgreSQL, in a schema of this round's own. */
+async function atomicThroughput(total, { pg = false, ...options } = {}) {
+  const schema = pg ? pgSchema() : undefined;
   try {
-    await load(Math.min(total, 1000));
-    return await withPeakRss(() => load(total));
+    const { fabric, headers, close } = await startWholeFabric({ ...options, store: schema?.url });
+    const url = fabric.urls["run-gateway"];
+    const load = (n) =>
+      closedLoop({ url, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60", ...headers }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
+    try {
+      await load(Math.min(total, 1000));
+      return await withPeakRss(() => load(total));
+    } finally {
+      await close();
+    }
   } finally {
-    await close();
+    await schema?.drop();
+  }
+}
+
+/** The chained floor: `hops` fastify processes, each forwarding with undici to the next; RSS summed over them. */
+async function hopFloor(hops, total) {
+  const chain = await startHopChain(hops);
+  try {
+    await closedLoop({ url: chain.url, path: "/echo", body: executeBody, total: Math.min(total, 2000), clients: CLIENTS });
+    return await withPeakRssOf(chain.pids, () =>
+      closedLoop({ url: chain.url, path: "/echo", body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" }),
+    );
+  } finally {
+    await chain.close();
+  }
+}
+
+/**
+ * Echo runs through the gateway with every service in its own process (`fabric start <service>`); with `pg`, all
+ * of them on one PostgreSQL schema of this round's own. RSS is summed over the fabric's processes.
+ */
+async function splitThroughput(total, { pg = false, coordinators = 1 } = {}) {
+  const schema = pg ? pgSchema() : undefined;
+  try {
+    const fabric = await startSplitFabric({ store: schema?.url, coordinators });
+    if (!pg) await noteSqliteDriver(fabric.coordinatorUrls[0]).catch(() => {});
+    const load = (n) =>
+      closedLoop({ url: fabric.gatewayUrl, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60" }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
+    try {
+      await load(Math.min(total, 1000));
+      return await withPeakRssOf(fabric.pids, () => load(total));
+    } finally {
+      await fabric.close();
+    }
+  } finally {
+    await schema?.drop();
   }
 }
 
@@ -278,6 +331,37 @@ const scenarios = [
     higherIsBetter: true,
   },
   {
+    name: "atomic-throughput-pg",
+    describe: `${SPLIT_RUNS} runs of demo.echo through the gateway (Prefer: wait), ${CLIENTS} closed-loop clients, all services in one process, stores on PostgreSQL (a fresh schema per round)`,
+    floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(SPLIT_RUNS) },
+    run: () => atomicThroughput(SPLIT_RUNS, { pg: true }),
+    higherIsBetter: true,
+    pg: true,
+  },
+  {
+    name: "split-throughput",
+    describe: `${SPLIT_RUNS} runs of demo.echo through the gateway (Prefer: wait), ${CLIENTS} closed-loop clients, each service in its own process (fabric start), each with its own data dir and SQLite files`,
+    floor: { name: "baseline-3-hops", describe: `three chained fastify hops, one process each, forwarding with undici, ${CLIENTS} clients`, run: () => hopFloor(3, SPLIT_RUNS) },
+    run: () => splitThroughput(SPLIT_RUNS),
+    higherIsBetter: true,
+  },
+  {
+    name: "split-throughput-pg",
+    describe: `the same as split-throughput with every process's stores on one PostgreSQL schema (a fresh one per round)`,
+    floor: { name: "baseline-3-hops", describe: `three chained fastify hops, one process each, forwarding with undici, ${CLIENTS} clients`, run: () => hopFloor(3, SPLIT_RUNS) },
+    run: () => splitThroughput(SPLIT_RUNS, { pg: true }),
+    higherIsBetter: true,
+    pg: true,
+  },
+  {
+    name: "coordinators-2-vs-1",
+    describe: `split-throughput-pg with two run coordinators behind the gateway (gateway.coordinators, round robin); the floor is the same with one`,
+    floor: { name: "coordinators-1", describe: `split-throughput-pg with one run coordinator, ${SPLIT_RUNS} runs, ${CLIENTS} clients`, run: () => splitThroughput(SPLIT_RUNS, { pg: true, coordinators: 1 }) },
+    run: () => splitThroughput(SPLIT_RUNS, { pg: true, coordinators: 2 }),
+    higherIsBetter: true,
+    pg: true,
+  },
+  {
     name: "slow-upstream",
     describe: "1000 concurrent runs of demo.upstream, whose upstream answers after 100 ms; wall time",
     floor: { name: "slow-upstream-floor", describe: "a fastify route doing the same GET with undici, 1000 concurrent requests", run: () => slowUpstreamFloor(1000) },
@@ -293,9 +377,24 @@ const scenarios = [
   })),
 ];
 
+if (only) {
+  const unknown = [...only].filter((n) => !scenarios.some((sc) => sc.name === n));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown scenario ${unknown.join(", ")}; the scenarios: ${scenarios.map((sc) => sc.name).join(", ")}\n`);
+    process.exit(2);
+  }
+}
+const selected = scenarios.filter((sc) => !only || only.has(sc.name));
+const pgMissing = selected.some((sc) => sc.pg) ? await pgUnavailable() : undefined;
+
 const results = [];
-for (const sc of scenarios) {
-  if (only && !only.has(sc.name)) continue;
+const skipped = [];
+for (const sc of selected) {
+  if (sc.pg && pgMissing) {
+    skipped.push(sc.name);
+    process.stdout.write(`${JSON.stringify({ scenario: sc.name, skipped: pgMissing })}\n`);
+    continue;
+  }
   const floorRuns = [];
   const runs = [];
   for (let r = 0; r < ROUNDS; r++) {
@@ -329,4 +428,6 @@ for (const r of results) {
     `| ${r.scenario} | ${r.per_second} | ${r.p50_ms ?? ""} | ${r.p99_ms ?? ""} | ${r.seconds} | ${r.peak_rss_mb ?? ""} | ${r.ratio_to_floor ?? ""} | ${r.failures} |\n`,
   );
 }
-process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, SQLite store on ${sqliteDriver}, ${new Date().toISOString()}\n`);
+if (skipped.length > 0) process.stdout.write(`\nskipped: ${skipped.join(", ")} (${pgMissing})\n`);
+const pgNote = selected.some((sc) => sc.pg) && !pgMissing ? `, PostgreSQL stores at ${new URL(PG_URL).host}` : "";
+process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, SQLite store on ${sqliteDriver}${pgNote}, ${new Date().toISOString()}\n`);
