@@ -22,10 +22,10 @@ export function pgTarget(url: URL, options: Partial<StoreOpenOptions> = {}): PgT
   if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
     throw new Error(`the store URL's schema ${JSON.stringify(schema)} is not a plain identifier (letters, digits and _, not starting with a digit)`);
   }
-  // pg reads only postgres:// and postgresql:// alike; the scheme is what chose this plugin.
+  // Added to the URL's own `options`, if any (pg lets the URL's parameters win over the config object's). A plain
+  // identifier needs no quoting, so the option string stays simple.
+  if (schema !== undefined) u.searchParams.set("options", [u.searchParams.get("options"), `-c search_path=${schema}`].filter(Boolean).join(" "));
   const config: pg.ClientConfig = { connectionString: u.toString() };
-  // Plain identifiers need no quoting, so the option string stays simple.
-  if (schema !== undefined) config.options = `-c search_path=${schema}`;
   if (options.statementTimeoutMs !== undefined) config.statement_timeout = options.statementTimeoutMs;
   return { config, schema };
 }

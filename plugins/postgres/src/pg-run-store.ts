@@ -200,79 +200,129 @@ export class PgRunStore implements RunStore, SharedRunStore {
     for (const e of events) counts.set(e.run_id, (counts.get(e.run_id) ?? 0) + 1);
     const owner = this.owner;
 
-    const result = await inTransaction(this.pool, async (c) => {
-      if (owner !== undefined) await this.fence(c, owner, runs, nodeRuns, approvals, events);
+    // Every run the batch touches, locked first and in run_id order (attached, also checked): batches of two
+    // coordinators, or two batches of one, then lock shared runs in the same order and cannot deadlock.
+    const touched = new Set<string>();
+    for (const r of runs) touched.add(r.run_id);
+    for (const n of nodeRuns) touched.add(n.run_id);
+    for (const a of approvals) touched.add(a.run_id);
+    for (const id of counts.keys()) touched.add(id);
+    const inBatch = new Set(runs.map((r) => r.run_id));
+    const others = [...counts.keys()].filter((id) => !inBatch.has(id)).sort();
 
-      // The next seq of every run that takes some, once its counter has moved: new last_seq - n.
-      const firstSeq = new Map<string, number>();
-      const inserted: string[] = [];
-      if (runs.length > 0) {
-        const rows = runs.map((r) => ({
-          run_id: r.run_id,
-          tenant_id: r.tenant_id,
-          state: r.state,
-          doc: r.run,
-          request_hash: r.request_hash,
-          deadline_at: r.deadline_at,
-          created_at: r.created_at,
-          n: counts.get(r.run_id) ?? 0,
-        }));
-        const res = await c.query<{ run_id: string; last_seq: number; inserted: boolean }>(
-          `INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at, last_seq, lease_owner, lease_expires_at, lease_epoch)
-           SELECT r.run_id, r.tenant_id, r.state, r.doc, r.request_hash, ${ts("r.deadline_at")}, ${ts("r.created_at")}, r.n,
-                  $2::text, ${ts("$3")}, $4::int8
-           FROM jsonb_to_recordset($1::jsonb) AS r(run_id text, tenant_id text, state text, doc jsonb, request_hash text,
-                                                   deadline_at int8, created_at int8, n int8)
-           ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at,
-             last_seq = runs.last_seq + excluded.last_seq
-           RETURNING run_id, last_seq::float8 AS last_seq, (xmax = 0) AS inserted`,
-          [
-            JSON.stringify(rows),
-            owner ?? null,
-            owner !== undefined ? Date.now() + this.leaseMs : null,
-            owner !== undefined ? 1 : 0,
-          ],
-        );
-        for (const row of res.rows) {
-          const n = counts.get(row.run_id);
-          if (n !== undefined) firstSeq.set(row.run_id, row.last_seq - n);
-          if (row.inserted) inserted.push(row.run_id);
+    const result = await inTransaction(this.pool, async (c) => {
+      // Statement 1: lock, upsert the runs, and move the seq counters of every run that takes seqs.
+      const runRows = runs.map((r) => ({
+        run_id: r.run_id,
+        tenant_id: r.tenant_id,
+        state: r.state,
+        doc: r.run,
+        request_hash: r.request_hash,
+        deadline_at: r.deadline_at,
+        created_at: r.created_at,
+        n: counts.get(r.run_id) ?? 0,
+      }));
+      const { rows } = await c.query<{ k: "f" | "u" | "s"; run_id: string; lease_owner: string | null; epoch: number | null; last_seq: number | null; inserted: boolean | null }>(
+        `WITH f AS (SELECT run_id, lease_owner, lease_epoch FROM runs WHERE run_id = ANY($7::text[]) ORDER BY run_id FOR UPDATE),
+              fc AS (SELECT count(*) AS n FROM f),
+              up AS (
+                INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at, last_seq, lease_owner,
+                                  lease_expires_at, lease_epoch)
+                SELECT r.run_id, r.tenant_id, r.state, r.doc, r.request_hash, ${ts("r.deadline_at")}, ${ts("r.created_at")}, r.n,
+                       $2::text, ${ts("$3")}, $4::int8
+                FROM jsonb_to_recordset($1::jsonb) AS r(run_id text, tenant_id text, state text, doc jsonb, request_hash text,
+                                                        deadline_at int8, created_at int8, n int8)
+                WHERE (SELECT n FROM fc) >= 0
+                ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at,
+                  last_seq = runs.last_seq + excluded.last_seq
+                RETURNING run_id, last_seq::float8 AS last_seq, (xmax = 0) AS inserted),
+              c AS (SELECT * FROM unnest($5::text[], $6::int8[]) AS c(run_id, n)),
+              sq AS (
+                UPDATE runs SET last_seq = runs.last_seq + c.n FROM c
+                WHERE runs.run_id = c.run_id AND (SELECT n FROM fc) >= 0
+                RETURNING runs.run_id, runs.last_seq::float8 AS last_seq)
+         SELECT 'f' AS k, run_id, lease_owner, lease_epoch::float8 AS epoch, NULL::float8 AS last_seq, NULL::bool AS inserted FROM f
+         UNION ALL SELECT 'u', run_id, NULL, NULL, last_seq, inserted FROM up
+         UNION ALL SELECT 's', run_id, NULL, NULL, last_seq, NULL FROM sq`,
+        [
+          JSON.stringify(runRows),
+          owner ?? null,
+          owner !== undefined ? Date.now() + this.leaseMs : null,
+          owner !== undefined ? 1 : 0,
+          others,
+          others.map((id) => counts.get(id)!),
+          [...touched].sort(),
+        ],
+      );
+
+      if (owner !== undefined) {
+        // A run that existed before this batch must be held by `owner` at the epoch it took it with.
+        const fenced = rows.filter((r) => r.k === "f" && (r.lease_owner !== owner || this.held.get(r.run_id) !== r.epoch)).map((r) => r.run_id);
+        if (fenced.length > 0) {
+          for (const id of fenced) {
+            if (this.held.delete(id)) this.lostSinceRenew.add(id);
+          }
+          throw new FencedError(fenced);
         }
       }
-      const others = [...counts.keys()].filter((id) => !firstSeq.has(id)).sort();
-      if (others.length > 0) {
-        const res = await c.query<{ run_id: string; last_seq: number }>(
-          `WITH c AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS c(run_id, n)),
-                l AS (SELECT r.run_id FROM runs r WHERE r.run_id = ANY($1::text[]) ORDER BY r.run_id FOR UPDATE)
-           UPDATE runs SET last_seq = runs.last_seq + c.n FROM c JOIN l USING (run_id)
-           WHERE runs.run_id = c.run_id
-           RETURNING runs.run_id, runs.last_seq::float8 AS last_seq`,
-          [others, others.map((id) => counts.get(id)!)],
-        );
-        for (const row of res.rows) firstSeq.set(row.run_id, row.last_seq - counts.get(row.run_id)!);
-        const missing = others.find((id) => !firstSeq.has(id));
-        if (missing !== undefined) throw new UnknownRunError(missing);
+      // The first seq of every run that takes some: its new counter minus its events in the batch.
+      const next = new Map<string, number>();
+      const inserted: string[] = [];
+      for (const r of rows) {
+        if (r.k === "f") continue;
+        const n = counts.get(r.run_id);
+        if (n !== undefined) next.set(r.run_id, r.last_seq! - n);
+        if (r.inserted) inserted.push(r.run_id);
       }
+      const missing = others.find((id) => !next.has(id));
+      if (missing !== undefined) throw new UnknownRunError(missing);
 
-      if (nodeRuns.length > 0) {
-        const rows = nodeRuns.map((n) => ({
-          node_run_id: n.node_run_id,
-          run_id: n.run_id,
-          parent_node_run_id: n.parent_node_run_id,
-          state: n.state,
-          doc: n.node_run,
-          attempt: n.attempt,
-          available_at: n.available_at,
-          lease_owner: n.lease_owner,
-          lease_expires_at: n.lease_expires_at,
-          approval_id: n.approval_id,
-          idempotency_key: n.idempotency_key,
-          spec_hash: n.spec_hash,
-          depth: n.depth,
-          created_at: n.created_at,
-        }));
-        await c.query(
-          `INSERT INTO node_runs (node_run_id, run_id, parent_node_run_id, state, doc, attempt, available_at, lease_owner,
+      // Statement 2: NodeRuns, approvals, events and the commit notice.
+      const out: RunEvent[] = new Array(events.length);
+      if (nodeRuns.length === 0 && approvals.length === 0 && events.length === 0) return { out, inserted };
+      const nodeRunRows = nodeRuns.map((n) => ({
+        node_run_id: n.node_run_id,
+        run_id: n.run_id,
+        parent_node_run_id: n.parent_node_run_id,
+        state: n.state,
+        doc: n.node_run,
+        attempt: n.attempt,
+        available_at: n.available_at,
+        lease_owner: n.lease_owner,
+        lease_expires_at: n.lease_expires_at,
+        approval_id: n.approval_id,
+        idempotency_key: n.idempotency_key,
+        spec_hash: n.spec_hash,
+        depth: n.depth,
+        created_at: n.created_at,
+      }));
+      const approvalRows = approvals.map((a) => ({
+        approval_id: a.approval_id,
+        run_id: a.run_id,
+        node_run_id: a.node_run_id,
+        state: a.state,
+        doc: a.decision,
+        created_at: a.created_at,
+        resolved_at: a.resolved_at,
+      }));
+      const eventRows = new Array(events.length);
+      for (let i = 0; i < events.length; i++) {
+        const e = events[i];
+        const seq = next.get(e.run_id)!;
+        next.set(e.run_id, seq + 1);
+        const ev: RunEvent = { run_id: e.run_id, seq, type: e.type, time: e.time };
+        if (e.node_run_id !== undefined) ev.node_run_id = e.node_run_id;
+        if (e.data !== undefined) ev.data = e.data;
+        if (e.extensions !== undefined) ev.extensions = e.extensions;
+        out[i] = ev;
+        eventRows[i] = { run_id: e.run_id, seq, node_run_id: e.node_run_id ?? null, type: e.type, at: e.time, payload: ev };
+      }
+      // `next` now holds each run's seq after its last event of the batch.
+      const notify = owner !== undefined && events.length > 0 ? notices(owner, next) : [];
+      // Approvals refer to NodeRuns inserted by the same statement: foreign keys are checked at its end.
+      await c.query(
+        `WITH nr AS (
+           INSERT INTO node_runs (node_run_id, run_id, parent_node_run_id, state, doc, attempt, available_at, lease_owner,
                                   lease_expires_at, approval_id, idempotency_key, spec_hash, depth, created_at)
            SELECT n.node_run_id, n.run_id, n.parent_node_run_id, n.state, n.doc, n.attempt, ${ts("n.available_at")}, n.lease_owner,
                   ${ts("n.lease_expires_at")}, n.approval_id, n.idempotency_key, n.spec_hash, n.depth, ${ts("n.created_at")}
@@ -281,89 +331,24 @@ export class PgRunStore implements RunStore, SharedRunStore {
                   idempotency_key text, spec_hash text, depth int4, created_at int8)
            ON CONFLICT (node_run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, attempt = excluded.attempt,
              available_at = excluded.available_at, lease_owner = excluded.lease_owner,
-             lease_expires_at = excluded.lease_expires_at, approval_id = excluded.approval_id`,
-          [JSON.stringify(rows)],
-        );
-      }
-
-      if (approvals.length > 0) {
-        const rows = approvals.map((a) => ({
-          approval_id: a.approval_id,
-          run_id: a.run_id,
-          node_run_id: a.node_run_id,
-          state: a.state,
-          doc: a.decision,
-          created_at: a.created_at,
-          resolved_at: a.resolved_at,
-        }));
-        await c.query(
-          `INSERT INTO approvals (approval_id, run_id, node_run_id, state, doc, created_at, resolved_at)
+             lease_expires_at = excluded.lease_expires_at, approval_id = excluded.approval_id),
+         ap AS (
+           INSERT INTO approvals (approval_id, run_id, node_run_id, state, doc, created_at, resolved_at)
            SELECT a.approval_id, a.run_id, a.node_run_id, a.state, a.doc, ${ts("a.created_at")}, ${ts("a.resolved_at")}
-           FROM jsonb_to_recordset($1::jsonb) AS a(approval_id text, run_id text, node_run_id text, state text, doc jsonb,
+           FROM jsonb_to_recordset($2::jsonb) AS a(approval_id text, run_id text, node_run_id text, state text, doc jsonb,
                                                    created_at int8, resolved_at int8)
-           ON CONFLICT (approval_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, resolved_at = excluded.resolved_at`,
-          [JSON.stringify(rows)],
-        );
-      }
-
-      const out: RunEvent[] = new Array(events.length);
-      if (events.length > 0) {
-        const next = firstSeq;
-        const rows = new Array(events.length);
-        for (let i = 0; i < events.length; i++) {
-          const e = events[i];
-          const seq = next.get(e.run_id)!;
-          next.set(e.run_id, seq + 1);
-          const ev: RunEvent = { run_id: e.run_id, seq, type: e.type, time: e.time };
-          if (e.node_run_id !== undefined) ev.node_run_id = e.node_run_id;
-          if (e.data !== undefined) ev.data = e.data;
-          if (e.extensions !== undefined) ev.extensions = e.extensions;
-          out[i] = ev;
-          rows[i] = { run_id: e.run_id, seq, node_run_id: e.node_run_id ?? null, type: e.type, at: e.time, payload: ev };
-        }
-        await c.query(
-          `INSERT INTO events (run_id, seq, node_run_id, type, at, payload)
+           ON CONFLICT (approval_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, resolved_at = excluded.resolved_at),
+         ev AS (
+           INSERT INTO events (run_id, seq, node_run_id, type, at, payload)
            SELECT e.run_id, e.seq, e.node_run_id, e.type, e.at::timestamptz, e.payload
-           FROM jsonb_to_recordset($1::jsonb) AS e(run_id text, seq int8, node_run_id text, type text, at text, payload jsonb)`,
-          [JSON.stringify(rows)],
-        );
-        if (owner !== undefined) {
-          // `next` now holds each run's seq after its last event of the batch.
-          await c.query(`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, [this.channel, notices(owner, next)]);
-        }
-      }
+           FROM jsonb_to_recordset($3::jsonb) AS e(run_id text, seq int8, node_run_id text, type text, at text, payload jsonb))
+         SELECT pg_notify($4, p) FROM unnest($5::text[]) AS p`,
+        [JSON.stringify(nodeRunRows), JSON.stringify(approvalRows), JSON.stringify(eventRows), this.channel, notify],
+      );
       return { out, inserted };
     });
     if (owner !== undefined && owner === this.owner) for (const id of result.inserted) this.held.set(id, 1);
     return result.out;
-  }
-
-  /** Locks the runs a batch touches, in run_id order, and refuses the batch unless `owner` holds each at its epoch. */
-  private async fence(
-    c: pg.PoolClient,
-    owner: string,
-    runs: RunRecord[],
-    nodeRuns: NodeRunRecord[],
-    approvals: ApprovalRecord[],
-    events: readonly { run_id: string }[],
-  ): Promise<void> {
-    const touched = new Set<string>();
-    for (const r of runs) touched.add(r.run_id);
-    for (const n of nodeRuns) touched.add(n.run_id);
-    for (const a of approvals) touched.add(a.run_id);
-    for (const e of events) touched.add(e.run_id);
-    const ids = [...touched].sort();
-    const { rows } = await c.query<{ run_id: string; lease_owner: string | null; epoch: number }>(
-      `SELECT run_id, lease_owner, lease_epoch::float8 AS epoch FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE`,
-      [ids],
-    );
-    const fenced = rows.filter((r) => r.lease_owner !== owner || this.held.get(r.run_id) !== r.epoch).map((r) => r.run_id);
-    if (fenced.length > 0) {
-      for (const id of fenced) {
-        if (this.held.delete(id)) this.lostSinceRenew.add(id);
-      }
-      throw new FencedError(fenced);
-    }
   }
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
