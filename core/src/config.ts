@@ -73,6 +73,11 @@ export interface CoordinatorConfig {
   run_lease_ms?: number;
   /** A composite making no progress for this long gets its `:begin` again (default 10000). */
   composite_lease_ms?: number;
+  /**
+   * The base URL other coordinators and composite executors reach this coordinator at (default:
+   * services.run-coordinator.url, else its listening address). Needed when it listens on 0.0.0.0 behind a host name.
+   */
+  public_url?: string;
 }
 
 /** The `store` option: the stores of a plugin, chosen by the scheme of `url`. */
@@ -283,6 +288,7 @@ export const CONFIG_SCHEMA = {
       properties: {
         run_lease_ms: { type: "integer", minimum: 100, maximum: 3600000 },
         composite_lease_ms: { type: "integer", minimum: 100, maximum: 3600000 },
+        public_url: { type: "string", pattern: "^https?://[^/?#]+/*$" },
       },
     },
     registry: {
@@ -384,10 +390,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   if (ttl !== undefined) out.registry = { executor_ttl_ms: ttl as number };
   const runLease = envInt(env, "FABRIC_COORDINATOR_RUN_LEASE_MS");
   const compositeLease = envInt(env, "FABRIC_COORDINATOR_COMPOSITE_LEASE_MS");
-  if (runLease !== undefined || compositeLease !== undefined) {
+  const publicUrl = env.FABRIC_COORDINATOR_PUBLIC_URL || undefined;
+  if (runLease !== undefined || compositeLease !== undefined || publicUrl !== undefined) {
     out.coordinator = {};
     if (runLease !== undefined) out.coordinator.run_lease_ms = runLease as number;
     if (compositeLease !== undefined) out.coordinator.composite_lease_ms = compositeLease as number;
+    if (publicUrl !== undefined) out.coordinator.public_url = publicUrl;
   }
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;
   if (env.FABRIC_POLICY_ENTITIES) out.policy_entities = env.FABRIC_POLICY_ENTITIES;

@@ -235,6 +235,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         executors: executors.size > 0 ? new LocalFirstExecutorCaller(executors, new HttpExecutorCaller(secured.tokens)) : undefined,
         store,
         runLeaseMs: config.coordinator?.run_lease_ms,
+        publicUrl: config.coordinator?.public_url ?? config.services["run-coordinator"]?.url,
         compositeLeaseMs: config.coordinator?.composite_lease_ms,
       }), store);
     }

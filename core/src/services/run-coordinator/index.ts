@@ -17,7 +17,8 @@ import { HttpExecutorCaller } from "../../clients/executor-client.js";
 import { HttpPolicyClient } from "../../clients/pdp-client.js";
 import { RegistryResolver, type NodeTypeResolver } from "../../engine/node-type-resolver.js";
 import { RunEngine, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
-import type { RunStore } from "../../store/run-store.js";
+import type { RunStore, SharedRunStore } from "../../store/run-store.js";
+import type { HealthCheck } from "../../http/service.js";
 import { openSqliteRunStore, SqliteRunStore } from "../../store/sqlite-run-store.js";
 import { streamEvents } from "./event-stream.js";
 import { parsePreferWait } from "./prefer-wait.js";
@@ -103,7 +104,9 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
       // Which SQLite library the embedded store runs on (node:sqlite, or better-sqlite3 on older Node).
       store instanceof SqliteRunStore
         ? { name: "store", status: "ok", details: { sqlite_driver: store.driver === "node" ? "node:sqlite" : store.driver } }
-        : { name: "store", status: "ok" },
+        : shared
+          ? await sharedStoreHealth(shared)
+          : { name: "store", status: "ok" },
       {
         name: "policy",
         status: policy ? "ok" : "degraded",
@@ -239,6 +242,16 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   }
 
   return app;
+}
+
+/** The shared store answers (one query) and says how many coordinators are live on it. */
+async function sharedStoreHealth(shared: SharedRunStore): Promise<HealthCheck> {
+  try {
+    const live = await shared.coordinators(Date.now());
+    return { name: "store", status: "ok", details: { shared: true, coordinators: live.length } };
+  } catch (err) {
+    return { name: "store", status: "down", message: `the shared store cannot be reached: ${(err as Error).message}` };
+  }
 }
 
 function typesOf(types: string | undefined): ReadonlySet<string> | undefined {
