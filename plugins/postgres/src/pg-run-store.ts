@@ -13,6 +13,7 @@
 import { randomBytes, createHash } from "node:crypto";
 import pg from "pg";
 import {
+  clock,
   FencedError,
   type ApprovalRecord,
   type ClaimOptions,
@@ -40,6 +41,9 @@ const NODE_RUN_COLUMNS =
   `node_run_id, run_id, parent_node_run_id, state, doc, attempt, ${ms("available_at")} AS available_at, lease_owner, ` +
   `${ms("lease_expires_at")} AS lease_expires_at, approval_id, idempotency_key, spec_hash, depth, ${ms("created_at")} AS created_at`;
 const APPROVAL_COLUMNS = `approval_id, run_id, node_run_id, state, doc, ${ms("created_at")} AS created_at, ${ms("resolved_at")} AS resolved_at`;
+
+/** Ended runs kept in `held` (so `holds` stays true for them); beyond this many, the oldest are forgotten. */
+const MAX_ENDED_HELD = 50_000;
 
 /** pg_notify refuses payloads of 8000 bytes or more; chunks stay below with room to spare. */
 const NOTIFY_LIMIT = 7900;
@@ -159,6 +163,8 @@ export class PgRunStore implements RunStore, SharedRunStore {
   private leaseMs = 0;
   /** The epoch of each run this coordinator holds, as of its last takeover, creation or renewal. */
   private readonly held = new Map<string, number>();
+  /** The held runs known to have ended: they stay held (ended runs stay leased) but need no renewal. */
+  private readonly ended = new Set<string>();
   /** Runs a fenced write showed this coordinator had lost; the next renew reports them with the others. */
   private readonly lostSinceRenew = new Set<string>();
   private readonly listeners = new Set<CommitListener>();
@@ -247,7 +253,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
         [
           JSON.stringify(runRows),
           owner ?? null,
-          owner !== undefined ? Date.now() + this.leaseMs : null,
+          owner !== undefined ? clock.now() + this.leaseMs : null,
           owner !== undefined ? 1 : 0,
           others,
           others.map((id) => counts.get(id)!),
@@ -259,9 +265,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
         // A run that existed before this batch must be held by `owner` at the epoch it took it with.
         const fenced = rows.filter((r) => r.k === "f" && (r.lease_owner !== owner || this.held.get(r.run_id) !== r.epoch)).map((r) => r.run_id);
         if (fenced.length > 0) {
-          for (const id of fenced) {
-            if (this.held.delete(id)) this.lostSinceRenew.add(id);
-          }
+          for (const id of fenced) this.forget(id, true);
           throw new FencedError(fenced);
         }
       }
@@ -347,8 +351,22 @@ export class PgRunStore implements RunStore, SharedRunStore {
       );
       return { out, inserted };
     });
-    if (owner !== undefined && owner === this.owner) for (const id of result.inserted) this.held.set(id, 1);
+    if (owner !== undefined && owner === this.owner) {
+      for (const id of result.inserted) this.held.set(id, 1);
+      for (const r of runs) if (TERMINAL.has(r.state) && this.held.has(r.run_id)) this.markEnded(r.run_id);
+    }
     return result.out;
+  }
+
+  /** Drops a run from what this coordinator holds; `lost` reports it at the next renew. */
+  private forget(runId: string, lost: boolean): void {
+    this.ended.delete(runId);
+    if (this.held.delete(runId) && lost) this.lostSinceRenew.add(runId);
+  }
+
+  private markEnded(runId: string): void {
+    this.ended.add(runId);
+    if (this.ended.size > MAX_ENDED_HELD) this.forget(this.ended.values().next().value as string, false);
   }
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
@@ -498,6 +516,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
   attach(owner: string, leaseMs: number): void {
     if (this.owner !== undefined && this.owner !== owner) {
       this.held.clear();
+      this.ended.clear();
       this.lostSinceRenew.clear();
     }
     this.owner = owner;
@@ -517,9 +536,10 @@ export class PgRunStore implements RunStore, SharedRunStore {
     const owner = this.attached();
     const lost = [...this.lostSinceRenew];
     this.lostSinceRenew.clear();
-    if (this.held.size === 0) return { lost: lost.sort() };
-    const ids = [...this.held.keys()].sort();
+    const ids = [...this.held.keys()].filter((id) => !this.ended.has(id)).sort();
+    if (ids.length === 0) return { lost: lost.sort() };
     const epochs = ids.map((id) => this.held.get(id)!);
+    const sent = new Map(ids.map((id, i) => [id, epochs[i]]));
     // The SELECT reads the rows as they were before the UPDATE, which changes neither owner nor epoch.
     const { rows } = await this.pool.query<{ run_id: string; mine: boolean | null; open: boolean | null }>(
       `WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS h(run_id, epoch)),
@@ -533,11 +553,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
     for (const r of rows) {
       if (!r.mine) {
         // Only drop what is still the epoch we read: a takeover racing with this renewal may have set a new one.
-        if (this.held.get(r.run_id) === epochs[ids.indexOf(r.run_id)]) this.held.delete(r.run_id);
+        if (this.held.get(r.run_id) === sent.get(r.run_id)) this.forget(r.run_id, false);
         lost.push(r.run_id);
       } else if (!r.open) {
-        // Ended runs stay leased in the table but need no renewal; forgetting them keeps the map to open runs.
-        this.held.delete(r.run_id);
+        // Ended (by another path than this store's apply): still held, no longer renewed.
+        this.markEnded(r.run_id);
       }
     }
     return { lost: lost.sort() };
@@ -564,6 +584,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     if (owner === this.owner) {
       for (const r of rows) {
         this.held.set(r.run_id, r.epoch);
+        this.ended.delete(r.run_id);
         this.lostSinceRenew.delete(r.run_id);
       }
     }

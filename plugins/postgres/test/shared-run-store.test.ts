@@ -129,6 +129,8 @@ describe("SharedRunStore: PostgreSQL", () => {
     expect(await a.renew(now)).toEqual({ lost: [lost.run.run_id] });
     expect(a.holds(lost.run.run_id)).toBe(false);
     expect(a.holds(kept.run.run_id)).toBe(true);
+    // An ended run stays held (requests for it still come here) though it is no longer renewed.
+    expect(a.holds(ended.run.run_id)).toBe(true);
     expect((await a.ownerOf(kept.run.run_id))!.expires_at).toBe(now + LEASE);
     // An ended run stays leased to its last owner but is neither renewed nor taken over.
     const endedOwner = (await b.ownerOf(ended.run.run_id))!;
