@@ -6,7 +6,8 @@
  * Prints one JSON line per scenario, then a markdown table.
  * Options: --rounds N (default 5), --only a,b (scenario names), --runs N (atomic-throughput size, default 10000),
  * --split-runs N (size of the scenarios that start several processes or use PostgreSQL: split-throughput,
- * split-throughput-pg, atomic-throughput-pg, coordinators-2-vs-1; default 3000).
+ * split-throughput-pg, atomic-throughput-pg, coordinators-2-vs-1; default 3000). Their HTTP floors still send --runs
+ * requests: a floor is cheap, and 3000 requests at 1-hop speed last a fifth of a second, too short to be stable.
  * The PostgreSQL scenarios use FABRIC_PG_URL (default postgres://postgres@127.0.0.1:5432/test), a fresh schema per
  * round dropped afterwards; they are skipped, with a line saying why, when the server does not answer.
  * FABRIC_SQLITE_DRIVER=node|better-sqlite3 picks the SQLite library of the fabric's store (default: node:sqlite where
@@ -334,7 +335,7 @@ const scenarios = [
   {
     name: "atomic-throughput-pg",
     describe: `${SPLIT_RUNS} runs of demo.echo through the gateway (Prefer: wait), ${CLIENTS} closed-loop clients, all services in one process, stores on PostgreSQL (a fresh schema per round)`,
-    floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(SPLIT_RUNS) },
+    floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(RUNS) },
     run: () => atomicThroughput(SPLIT_RUNS, { pg: true }),
     higherIsBetter: true,
     pg: true,
@@ -342,14 +343,14 @@ const scenarios = [
   {
     name: "split-throughput",
     describe: `${SPLIT_RUNS} runs of demo.echo through the gateway (Prefer: wait), ${CLIENTS} closed-loop clients, each service in its own process (fabric start), each with its own data dir and SQLite files`,
-    floor: { name: "baseline-3-hops", describe: `three chained fastify hops, one process each, forwarding with undici, ${CLIENTS} clients`, run: () => hopFloor(3, SPLIT_RUNS) },
+    floor: { name: "baseline-3-hops", describe: `${RUNS} requests through three chained fastify hops, one process each, forwarding with undici, ${CLIENTS} clients`, run: () => hopFloor(3, RUNS) },
     run: () => splitThroughput(SPLIT_RUNS),
     higherIsBetter: true,
   },
   {
     name: "split-throughput-pg",
     describe: `the same as split-throughput with every process's stores on one PostgreSQL schema (a fresh one per round)`,
-    floor: { name: "baseline-3-hops", describe: `three chained fastify hops, one process each, forwarding with undici, ${CLIENTS} clients`, run: () => hopFloor(3, SPLIT_RUNS) },
+    floor: { name: "baseline-3-hops", describe: `${RUNS} requests through three chained fastify hops, one process each, forwarding with undici, ${CLIENTS} clients`, run: () => hopFloor(3, RUNS) },
     run: () => splitThroughput(SPLIT_RUNS, { pg: true }),
     higherIsBetter: true,
     pg: true,
