@@ -459,14 +459,25 @@ export class PgRunStore implements RunStore, SharedRunStore {
               ORDER BY created_at, node_run_id LIMIT $4
               FOR UPDATE SKIP LOCKED`;
     } else {
-      // Only NodeRuns of runs this coordinator holds; a live lease of a previous owner of the run does not count.
+      // Only NodeRuns of runs this coordinator holds, where a live lease of a previous owner of the run does not
+      // count. The same two index ranges, each joined to the runs held; the outer WHERE re-checks, as above.
       params.push(this.owner);
-      pick = `SELECT n.node_run_id AS id FROM node_runs n
-              WHERE n.run_id IN (SELECT run_id FROM runs WHERE lease_owner = $5 AND ${OPEN_RUN})
-                AND n.approval_id IS NULL AND n.state IN ('queued', 'assigned', 'running') AND n.available_at <= ${ts("$2")}
-                AND (n.lease_owner IS NULL OR n.lease_expires_at < ${ts("$2")} OR n.lease_owner <> $5)
-              ORDER BY n.created_at, n.node_run_id LIMIT $4
-              FOR UPDATE OF n SKIP LOCKED`;
+      const dispatchable = (n: string) =>
+        `${n}.approval_id IS NULL AND ${n}.state IN ('queued', 'assigned', 'running') AND ${n}.available_at <= ${ts("$2")}`;
+      pick = `SELECT node_run_id AS id FROM node_runs
+              WHERE node_run_id IN (
+                (SELECT n.node_run_id FROM node_runs n JOIN runs r ON r.run_id = n.run_id
+                 WHERE n.lease_owner IS NULL AND ${dispatchable("n")} AND r.lease_owner = $5 AND r.${OPEN_RUN}
+                 ORDER BY n.created_at, n.node_run_id LIMIT $4)
+                UNION ALL
+                (SELECT n.node_run_id FROM node_runs n JOIN runs r ON r.run_id = n.run_id
+                 WHERE n.lease_owner IS NOT NULL AND ${dispatchable("n")} AND (n.lease_expires_at < ${ts("$2")} OR n.lease_owner <> $5)
+                   AND r.lease_owner = $5 AND r.${OPEN_RUN}
+                 ORDER BY n.created_at, n.node_run_id LIMIT $4))
+                AND ${dispatchable("node_runs")}
+                AND (lease_owner IS NULL OR lease_expires_at < ${ts("$2")} OR lease_owner <> $5)
+              ORDER BY created_at, node_run_id LIMIT $4
+              FOR UPDATE SKIP LOCKED`;
     }
     const { rows } = await this.pool.query<NodeRunRow>(
       `WITH c AS (${pick})
