@@ -105,7 +105,7 @@ describe("three coordinators, two atomic and two composite executors on one Post
     await dropSchemas();
   });
 
-  it("finishes 500 runs although a coordinator and an executor are killed midway, each handler once per key", async () => {
+  it("finishes 500 runs although a coordinator and two executors are killed midway, each handler once per key", async () => {
     const gw = cluster.gateway!.url;
     const total = 500;
     const specs = Array.from({ length: total }, (_, i) =>
@@ -117,7 +117,8 @@ describe("three coordinators, two atomic and two composite executors on one Post
     let killed = false;
     const started: string[] = [];
     const owners = new Map<string, string>();
-    // 32 clients start runs one after another; after 150 starts, coordinator 0 and atomic executor 0 are killed.
+    // 32 clients start runs one after another; after 150 starts, coordinator 0 and one executor of each kind are
+    // killed: their work is taken over by the coordinators and executors left.
     await Promise.all(
       Array.from({ length: 32 }, async () => {
         while (next < total) {
@@ -126,6 +127,7 @@ describe("three coordinators, two atomic and two composite executors on one Post
             killed = true;
             cluster.coordinators[0].child.kill("SIGKILL");
             cluster.atomic[0].child.kill("SIGKILL");
+            cluster.composite[0].child.kill("SIGKILL");
           }
           // A start is idempotent by run_id: repeating it after a transport failure is safe.
           const res = await eventually(async () => {
