@@ -411,6 +411,8 @@ for (const sc of selected) {
   }
   const summarize = (name, describe, rs) => {
     const out = { scenario: name, describe, rounds: rs.length, per_second: median(rs.map((x) => x.per_second)) };
+    // Every round's figure, in round order, so the spread on a busy machine is visible.
+    if (rs.length > 1) out.per_second_rounds = rs.map((x) => x.per_second);
     if (rs[0].p50_ms !== undefined) {
       out.p50_ms = median(rs.map((x) => x.p50_ms));
       out.p99_ms = median(rs.map((x) => x.p99_ms));
