@@ -165,6 +165,8 @@ ALTER TABLE executors ALTER COLUMN executor_instance_id TYPE text COLLATE "C";
 
 -- The open runs each coordinator holds: renew, and the attached claim and listings, read this range.
 CREATE INDEX runs_by_owner ON runs (lease_owner, run_id) WHERE ${OPEN_RUN};
+-- Open runs nobody holds (created before any coordinator attached): takeovers read this range.
+CREATE INDEX runs_unowned ON runs (run_id) WHERE lease_owner IS NULL AND ${OPEN_RUN};
 
 -- The coordinator directory: who is alive, and where to forward requests for its runs.
 CREATE TABLE coordinators (

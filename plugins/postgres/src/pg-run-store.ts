@@ -578,13 +578,21 @@ export class PgRunStore implements RunStore, SharedRunStore {
     const owner = this.attached();
     if (limit <= 0 || (runIds !== undefined && runIds.length === 0)) return [];
     const params: unknown[] = [owner, now, now + this.leaseMs, limit];
-    const only = runIds !== undefined ? `AND run_id = ANY($${params.push(runIds)}::text[])` : "";
+    const takeable = `${OPEN_RUN} AND (lease_owner IS NULL OR lease_expires_at < ${ts("$2")})`;
+    // Without ids, two index ranges: leases that ran out (longest expired first) and runs nobody holds.
+    const candidates =
+      runIds !== undefined
+        ? `run_id = ANY($${params.push(runIds)}::text[])`
+        : `run_id IN (
+             (SELECT run_id FROM runs WHERE ${OPEN_RUN} AND lease_owner IS NOT NULL AND lease_expires_at < ${ts("$2")}
+              ORDER BY lease_expires_at LIMIT $4)
+             UNION ALL
+             (SELECT run_id FROM runs WHERE lease_owner IS NULL AND ${OPEN_RUN} ORDER BY run_id LIMIT $4))`;
     // FOR UPDATE re-checks the WHERE on the latest row version, so a run another coordinator took meanwhile is
     // left alone, and SKIP LOCKED passes over one it is taking right now.
     const { rows } = await this.pool.query<{ run_id: string; epoch: number }>(
       `WITH c AS (
-         SELECT run_id FROM runs
-         WHERE ${OPEN_RUN} AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < ${ts("$2")}) ${only}
+         SELECT run_id FROM runs WHERE ${candidates} AND ${takeable}
          ORDER BY lease_expires_at NULLS FIRST, run_id LIMIT $4
          FOR UPDATE SKIP LOCKED)
        UPDATE runs SET lease_owner = $1, lease_expires_at = ${ts("$3")}, lease_epoch = runs.lease_epoch + 1
