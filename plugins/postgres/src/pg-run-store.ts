@@ -460,19 +460,22 @@ export class PgRunStore implements RunStore, SharedRunStore {
               FOR UPDATE SKIP LOCKED`;
     } else {
       // Only NodeRuns of runs this coordinator holds, where a live lease of a previous owner of the run does not
-      // count. The same two index ranges, each joined to the runs held; the outer WHERE re-checks, as above.
+      // count. The same two index ranges, each limited to the runs held; the outer WHERE re-checks, as above.
       params.push(this.owner);
+      // A per-row lookup by primary key: the scan of open work stays in index order and stops at the limit, and
+      // the plan does not hinge on statistics a fresh table lacks (a join was planned as a scan per row).
+      const heldRun = (n: string) => `(SELECT r.lease_owner FROM runs r WHERE r.run_id = ${n}.run_id AND r.${OPEN_RUN}) = $5`;
       const dispatchable = (n: string) =>
         `${n}.approval_id IS NULL AND ${n}.state IN ('queued', 'assigned', 'running') AND ${n}.available_at <= ${ts("$2")}`;
       pick = `SELECT node_run_id AS id FROM node_runs
               WHERE node_run_id IN (
-                (SELECT n.node_run_id FROM node_runs n JOIN runs r ON r.run_id = n.run_id
-                 WHERE n.lease_owner IS NULL AND ${dispatchable("n")} AND r.lease_owner = $5 AND r.${OPEN_RUN}
+                (SELECT n.node_run_id FROM node_runs n
+                 WHERE n.lease_owner IS NULL AND ${dispatchable("n")} AND ${heldRun("n")}
                  ORDER BY n.created_at, n.node_run_id LIMIT $4)
                 UNION ALL
-                (SELECT n.node_run_id FROM node_runs n JOIN runs r ON r.run_id = n.run_id
+                (SELECT n.node_run_id FROM node_runs n
                  WHERE n.lease_owner IS NOT NULL AND ${dispatchable("n")} AND (n.lease_expires_at < ${ts("$2")} OR n.lease_owner <> $5)
-                   AND r.lease_owner = $5 AND r.${OPEN_RUN}
+                   AND ${heldRun("n")}
                  ORDER BY n.created_at, n.node_run_id LIMIT $4))
                 AND ${dispatchable("node_runs")}
                 AND (lease_owner IS NULL OR lease_expires_at < ${ts("$2")} OR lease_owner <> $5)
