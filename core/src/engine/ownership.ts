@@ -12,7 +12,7 @@ import type { SharedRunStore } from "../store/run-store.js";
 import type { Logger } from "./engine-types.js";
 
 /** Where requests for a run are served. */
-export type RunPlace = { local: true } | { local: false; owner: string; endpoint: string };
+export type RunPlace = { local: true } | { local: false; owner: string; endpoint: string | null };
 
 export interface OwnershipOptions {
   shared: SharedRunStore;
@@ -47,6 +47,15 @@ export class RunOwnership {
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+  }
+
+  /** Announces this coordinator's endpoint now (it just became known). */
+  async announce(): Promise<void> {
+    try {
+      await this.o.shared.announce(this.o.endpoint() ?? null, clock.now(), this.o.runLeaseMs);
+    } catch (err) {
+      this.o.log.warn({ err }, "announcing this coordinator failed; the next renewal tries again");
+    }
   }
 
   /** One round: announce, renew what is held (and hear what was lost), take over what others left. */
@@ -86,7 +95,9 @@ export class RunOwnership {
     for (let i = 0; i < 3; i++) {
       const owner = await shared.ownerOf(runId);
       if (owner && owner.owner === this.o.instanceId && shared.holds(runId)) return { local: true };
-      if (owner && owner.owner !== this.o.instanceId && owner.expires_at > clock.now() && owner.endpoint) {
+      if (owner && owner.owner !== this.o.instanceId && owner.expires_at > clock.now()) {
+        // A holder that has not announced its address yet (it is starting): the caller is asked to try again.
+        if (!owner.endpoint) return { local: false, owner: owner.owner, endpoint: null };
         return { local: false, owner: owner.owner, endpoint: owner.endpoint };
       }
       // Nobody holds it live (its holder died, or never announced an endpoint): take it here.

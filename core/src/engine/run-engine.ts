@@ -51,6 +51,7 @@ export class RunEngine {
   private timer: NodeJS.Timeout | undefined;
   private readonly ownership?: RunOwnership;
   private readonly remote?: RemoteEvents;
+  private started = false;
 
   constructor(private readonly o: RunEngineOptions) {
     this.core = new EngineCore(o);
@@ -86,6 +87,8 @@ export class RunEngine {
   }
   set coordinatorEndpoint(url: string) {
     this.dispatcher.coordinatorEndpoint = url;
+    // Other coordinators forward to this address: announce it at once rather than at the next renewal.
+    if (this.started) void this.ownership?.announce();
   }
 
   /** Reclaims this instance's leases, then starts dispatch and recovery. */
@@ -94,6 +97,7 @@ export class RunEngine {
     if (released > 0) this.o.log.info({ released }, "reclaimed NodeRuns that were in flight before a restart");
     this.remote?.start();
     await this.ownership?.start();
+    this.started = true;
     this.timer = setInterval(() => void this.recover(), this.tickMs);
     this.timer.unref();
     await this.recover();

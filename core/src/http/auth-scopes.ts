@@ -117,7 +117,7 @@ export function grants(scopes: ReadonlySet<string>, needed: string): boolean {
 
 /**
  * The scopes a service's own token for `target` carries: what that service needs of the target, and no more.
- * Only the gateway may pass on its caller's identity; only the executors publish node types and register themselves.
+ * Only the gateway and coordinators may pass on their caller's identity; only the executors publish node types and register themselves.
  */
 export function outboundScopes(from: ServiceName, target: ServiceName): Scope[] {
   const needed = new Set<Scope>();
@@ -125,7 +125,9 @@ export function outboundScopes(from: ServiceName, target: ServiceName): Scope[] 
   if (target === "run-coordinator") {
     // Composite executors reach the coordinator with assignment tokens, never with their own.
     needed.delete("node-runs:write");
-    if (from === "run-gateway") needed.add("identity:delegate");
+    // The gateway passes on its caller; a coordinator passes on the caller of a write it forwards to the coordinator
+    // holding the run (several coordinators on one database).
+    if (from === "run-gateway" || from === "run-coordinator") needed.add("identity:delegate");
   }
   if (target === "node-registry" && from !== "atomic-executor" && from !== "composite-executor") {
     // The coordinator and Selection only read the catalogue.

@@ -64,7 +64,7 @@ export class CoordinatorApi {
 
   cancelRun(runId: string, caller: Caller): Promise<Run> {
     if (!this.routing) return this.engine.cancelRun(runId, caller);
-    return this.routing.call(runId, caller, "POST", `/v1/runs/${encodeURIComponent(runId)}:cancel`, () => this.engine.cancelRun(runId, caller));
+    return this.routing.call(runId, caller, "runs:write", "POST", `/v1/runs/${encodeURIComponent(runId)}:cancel`, () => this.engine.cancelRun(runId, caller));
   }
 
   /** Runs newest first, a page at a time. */
@@ -88,6 +88,6 @@ export class CoordinatorApi {
     if (!this.routing) return this.engine.resolveApproval(approvalId, decision, caller);
     const runId = (await this.store.getApproval(approvalId))?.run_id;
     const path = `/v1/approvals/${encodeURIComponent(approvalId)}:${decision === "approved" ? "approve" : "reject"}`;
-    await this.routing.call(runId, caller, "POST", path, () => this.engine.resolveApproval(approvalId, decision, caller));
+    await this.routing.call(runId, caller, "approvals:write", "POST", path, () => this.engine.resolveApproval(approvalId, decision, caller));
   }
 }

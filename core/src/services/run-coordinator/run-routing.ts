@@ -20,7 +20,7 @@ export const FORWARDED_BY = "x-nodefabric-forwarded-by";
 
 const PASSED_ON = ["authorization", CALLER_HEADER, "x-request-id", "traceparent", "tracestate"] as const;
 
-type RemotePlace = Extract<RunPlace, { local: false }>;
+type RemotePlace = Extract<RunPlace, { local: false }> & { endpoint: string };
 
 export class RunRouting {
   private readonly peers = new Map<string, HttpClient>();
@@ -37,14 +37,15 @@ export class RunRouting {
     if (runId === undefined) return undefined;
     const place = await this.engine.placeOf(runId);
     if (!place || place.local) return undefined;
-    if (forwarded) {
-      throw new FabricError("unavailable", `run ${runId} moved to another coordinator while this request was forwarded; try again`, {
+    if (forwarded || place.endpoint === null) {
+      const why = forwarded ? "moved to another coordinator while this request was forwarded" : "is held by a coordinator that has not announced its address yet";
+      throw new FabricError("unavailable", `run ${runId} ${why}; try again`, {
         retryable: true,
         details: { run_id: runId },
         headers: { "retry-after": "1" },
       });
     }
-    return place;
+    return place as RemotePlace;
   }
 
   private client(endpoint: string): HttpClient {
@@ -88,9 +89,10 @@ export class RunRouting {
 
   /**
    * For an in-process call (a gateway in this process): runs `local` when the run is here, otherwise sends the
-   * same operation to its holder on behalf of `caller`. Answers undefined for a 204.
+   * same operation to its holder on behalf of `caller`, carrying `scope` (the scope of the operation, which the
+   * gateway in this process already checked at its edge). Answers undefined for a 204.
    */
-  async call<T>(runId: string | undefined, caller: Caller, method: Dispatcher.HttpMethod, path: string, local: () => Promise<T>): Promise<T> {
+  async call<T>(runId: string | undefined, caller: Caller, scope: string, method: Dispatcher.HttpMethod, path: string, local: () => Promise<T>): Promise<T> {
     const place = await this.place(runId, false);
     if (!place) return local();
     const headers: Record<string, string> = {};
@@ -98,7 +100,7 @@ export class RunRouting {
       headers.authorization = `Bearer ${await this.tokens.token("run-coordinator")}`;
       headers[CALLER_HEADER] = encodeCaller(
         caller.authenticated
-          ? { kind: "token", sub: caller.sub, iss: caller.iss, tenant_id: caller.tenant_id ?? undefined, scopes: new Set(["runs:read", "runs:write"]) }
+          ? { kind: "token", sub: caller.sub, iss: caller.iss, tenant_id: caller.tenant_id ?? undefined, scopes: new Set([scope]) }
           : { kind: "anonymous", scopes: new Set() },
       );
     }
