@@ -53,12 +53,21 @@ export function pgSchema(prefix = "nf_bench") {
   };
 }
 
+/** Every child still running: killed when the bench exits, even on an error, so none outlives it. */
+const children = new Set();
+process.once("exit", () => {
+  for (const c of children) c.kill("SIGKILL");
+});
+
 /**
  * Spawns `node <args>` and resolves once `ready(output)` returns a value; keeps the output for error messages.
- * `stop()` sends SIGTERM, then SIGKILL if the process has not exited after 5 s.
+ * `stop()` sends SIGTERM, then SIGKILL if the process has not exited after 5 s. `started` hears of the process as
+ * soon as it is spawned, so a caller can stop it even when it never becomes ready.
  */
-function spawnReady(args, { env = {}, ready, what, timeoutMs = 30_000 }) {
+function spawnReady(args, { env = {}, ready, what, timeoutMs = 30_000, started = () => {} }) {
   const child = spawn(process.execPath, args, { cwd: repo, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
   let out = "";
   const keep = (chunk) => {
     out += chunk.toString();
@@ -77,6 +86,7 @@ function spawnReady(args, { env = {}, ready, what, timeoutMs = 30_000 }) {
       clearTimeout(timer);
     }
   };
+  started({ child, stop });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
@@ -141,8 +151,9 @@ export async function startHopChain(hops) {
       const p = await spawnReady([HOP, ...(next ? ["--next", next] : [])], {
         what: `floor hop ${hops - i}`,
         ready: (out) => out.match(/^listening (http:\/\/\S+)$/m)?.[1],
+        started: (s) => procs.unshift(s),
       });
-      procs.unshift(p);
+      procs[0] = p;
       next = p.value;
     }
   } catch (err) {
@@ -161,13 +172,14 @@ export async function startHopChain(hops) {
 // ------------------------------------------------------------------ the split fabric
 
 /** Starts `fabric start <service>` with its own data dir and ephemeral port; resolves with its URL once it listens. */
-async function startService(service, args, env, dirs) {
+async function startService(service, args, env, dirs, started) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `nf-bench-${service}-`));
   dirs.push(dataDir);
   const p = await spawnReady([CLI, "start", service, "--port-base", "0", "--data-dir", dataDir, "--auth", "disabled", "--log-level", "warn", ...args], {
     env: { FABRIC_LOG_LEVEL: "warn", ...env },
     what: `fabric start ${service}`,
     ready: (out) => out.match(new RegExp(`^\\s+${service}\\s+(http://\\S+)$`, "m"))?.[1],
+    started,
   });
   return { service, url: p.value, pid: p.child.pid, stop: p.stop, output: p.output };
 }
@@ -182,14 +194,16 @@ export async function startSplitFabric({ store, coordinators = 1, handlers = ["@
   const procs = [];
   const dirs = [];
   const storeArgs = store ? ["--store", store, "--plugin", "@nodefabric/plugin-postgres"] : [];
+  // Every process, from its spawn on: a sibling failing to start must not leave this one running.
+  const spawned = [];
   const start = async (service, args = [], env = {}) => {
-    const p = await startService(service, [...storeArgs, ...args], env, dirs);
+    const p = await startService(service, [...storeArgs, ...args], env, dirs, (s) => spawned.push(s));
     procs.push(p);
     return p;
   };
   const close = async () => {
     // Callers first, then the services they call.
-    for (const p of [...procs].reverse()) await p.stop();
+    for (const p of [...spawned].reverse()) await p.stop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   };
   try {
