@@ -219,7 +219,8 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
       const pdpApp = local.find((s) => s.name === "pdp")?.app;
       const pdp = pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
       const store = await pluginStore(config, plugins, name, (s) => s.runs);
-      return closesWith(await buildRunCoordinator({
+      // The coordinator closes the store itself, after its engine stopped and let go of its runs.
+      return await buildRunCoordinator({
         ...secured,
         // Coordinators sharing a database share the secret kept there (see buildRunCoordinator).
         assignmentTokens: store?.shared && !config.auth.assignment_secret_file ? undefined : security.assignmentTokens(),
@@ -237,7 +238,8 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         runLeaseMs: config.coordinator?.run_lease_ms,
         publicUrl: config.coordinator?.public_url ?? config.services["run-coordinator"]?.url,
         compositeLeaseMs: config.coordinator?.composite_lease_ms,
-      }), store);
+        closeStore: true,
+      });
     }
     case "run-gateway":
     {

@@ -247,3 +247,32 @@ describe("a coordinator paused past its lease", () => {
     expect(executions.map(([k, n]) => [k.slice(k.lastIndexOf(":") + 1), n]).sort()).toEqual([["1", 1], ["2", 1]]);
   }, 90_000);
 });
+
+describe("a coordinator stopped cleanly (SIGTERM)", () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    // A lease far longer than the test waits: the runs must move because they were let go, not because it ran out.
+    cluster = new Cluster(newSchema("nf_drain"), { run_lease_ms: 60_000, composite_lease_ms: 3000 });
+    await cluster.up({ coordinators: 2, atomic: 1, composite: 1, gateway: false });
+  }, 90_000);
+  afterAll(async () => {
+    await cluster?.down();
+    await dropSchemas();
+  });
+
+  it("lets its open runs go, and another coordinator finishes them without waiting for the lease", async () => {
+    const [a, b] = cluster.coordinators;
+    const started = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => call("POST", `${a.url}/v1/runs`, { root_node_type_ref: i % 2 ? FAN : WORK, input: { i, ms: 1500 } })),
+    );
+    for (const s of started) expect(s.status).toBe(200);
+    const t0 = Date.now();
+    expect(await a.stop("SIGTERM")).toBe(0);
+    const runs = await eventually(async () => {
+      const all = await Promise.all(started.map((s) => call("GET", `${b.url}/v1/runs/${s.body.run_id}`)));
+      return all.every((r) => r.body?.state === "completed") ? all.map((r) => r.body as Json) : undefined;
+    }, 20_000, "B finished every run");
+    expect(Date.now() - t0).toBeLessThan(20_000);
+    for (const run of runs) await checkEvents(b.url, run.run_id);
+  }, 60_000);
+});

@@ -32,6 +32,7 @@ export class RunOwnership {
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
   private stopped = false;
+  private renewedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly o: OwnershipOptions) {
     o.shared.attach(o.instanceId, o.runLeaseMs);
@@ -40,13 +41,25 @@ export class RunOwnership {
   /** Announces this coordinator, takes over orphaned runs, then renews on a timer (three times per lease). */
   async start(): Promise<void> {
     await this.tick();
-    this.timer = setInterval(() => void this.tick(), Math.max(50, Math.floor(this.o.runLeaseMs / 3)));
+    // Renewal is due three times per lease; runs let go by a coordinator that stopped cleanly are looked for every
+    // second whatever the lease, so they move at once.
+    this.timer = setInterval(() => void this.tick(), Math.max(50, Math.min(1000, Math.floor(this.o.runLeaseMs / 3))));
     this.timer.unref();
   }
 
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+  }
+
+  /** On a clean stop: lets this coordinator's open runs go at once, for the others to take over. */
+  async release(): Promise<void> {
+    try {
+      const released = await this.o.shared.release(clock.now());
+      if (released.length > 0) this.o.log.info({ runs: released.length }, "let go of open runs on stopping; other coordinators take them over");
+    } catch (err) {
+      this.o.log.warn({ err }, "could not let go of runs on stopping; they are taken over when their leases run out");
+    }
   }
 
   /** Announces this coordinator's endpoint now (it just became known). */
@@ -65,11 +78,14 @@ export class RunOwnership {
     const { shared, log } = this.o;
     try {
       const now = clock.now();
-      await shared.announce(this.o.endpoint() ?? null, now, this.o.runLeaseMs);
-      const { lost } = await shared.renew(now);
-      if (lost.length > 0) {
-        log.warn({ runs: lost.length }, "another coordinator took over runs this one held (it was paused past its lease)");
-        this.o.onLost(lost);
+      if (now - this.renewedAt >= this.o.runLeaseMs / 3) {
+        await shared.announce(this.o.endpoint() ?? null, now, this.o.runLeaseMs);
+        const { lost } = await shared.renew(now);
+        this.renewedAt = now;
+        if (lost.length > 0) {
+          log.warn({ runs: lost.length }, "another coordinator took over runs this one held (it was paused past its lease)");
+          this.o.onLost(lost);
+        }
       }
       for (;;) {
         const taken = await shared.takeOver(clock.now(), 100);

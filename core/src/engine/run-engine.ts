@@ -111,6 +111,7 @@ export class RunEngine {
     this.ownership?.stop();
     this.remote?.stop();
     await this.core.writer.drain();
+    await this.ownership?.release();
   }
 
   /** A run visible to the caller, or 404 run_not_found. */

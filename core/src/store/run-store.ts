@@ -205,6 +205,12 @@ export interface SharedRunStore {
    * ids taken.
    */
   takeOver(now: number, limit: number, runIds?: string[]): Promise<string[]>;
+  /**
+   * On a clean stop: lets every open run the owner holds go at once (its lease ends now) and withdraws the owner
+   * from the directory, so other coordinators take the runs over without waiting for the leases to run out. Answers
+   * the runs let go.
+   */
+  release(now: number): Promise<string[]>;
   /** Who holds a run now (lease live or not), or undefined when the run is unknown or nobody holds it. */
   ownerOf(runId: string): Promise<RunOwner | undefined>;
   /** Announces the attached coordinator in the directory, with its endpoint, until now + ttlMs. */

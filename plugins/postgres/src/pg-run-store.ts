@@ -624,6 +624,17 @@ export class PgRunStore implements RunStore, SharedRunStore {
     return r && { owner: r.owner, endpoint: r.endpoint, epoch: r.epoch, expires_at: r.expires_at ?? 0 };
   }
 
+  async release(now: number): Promise<string[]> {
+    const owner = this.attached();
+    // A lease that ended a millisecond ago: takeOver's "ran out before now" holds at once for every other coordinator.
+    const { rows } = await this.pool.query<{ run_id: string }>(
+      `UPDATE runs SET lease_expires_at = ${ts("$2")} WHERE lease_owner = $1 AND ${OPEN_RUN} AND lease_expires_at > ${ts("$2")} RETURNING run_id`,
+      [owner, now - 1],
+    );
+    await this.pool.query(`UPDATE coordinators SET expires_at = ${ts("$2")} WHERE instance_id = $1`, [owner, now - 1]);
+    return rows.map((r) => r.run_id).sort();
+  }
+
   async announce(endpoint: string | null, now: number, ttlMs: number): Promise<void> {
     const owner = this.attached();
     await this.pool.query(

@@ -118,6 +118,21 @@ describe("SharedRunStore: PostgreSQL", () => {
     expect(a.holds(run.run_id)).toBe(false);
   });
 
+  it("release on a clean stop lets the owner's open runs go at once, and withdraws it from the directory", async () => {
+    const [a, b] = await coordinators("coord-a", "coord-b");
+    const now = Date.now();
+    await a.announce("http://127.0.0.1:1", now, LEASE);
+    const open = await createRun(a);
+    const ended = await createRun(a, { state: "completed" });
+    expect(await b.takeOver(Date.now(), 10)).toEqual([]);
+    expect(await a.release(Date.now())).toEqual([open.run.run_id]);
+    expect((await b.coordinators(Date.now())).map((c) => c.instance_id)).not.toContain("coord-a");
+    // Without waiting for the lease: the open run is taken over at once, the ended one is not.
+    expect(await b.takeOver(Date.now(), 10)).toEqual([open.run.run_id]);
+    expect(await b.ownerOf(ended.run.run_id)).toMatchObject({ owner: "coord-a", epoch: 1 });
+    await expect(a.apply({ events: [makeEvent(open.run.run_id)] })).rejects.toSatisfy(FencedError.is);
+  });
+
   it("renew extends every open run held and answers the runs lost meanwhile", async () => {
     const [a, b] = await coordinators("coord-a", "coord-b");
     const kept = await createRun(a);

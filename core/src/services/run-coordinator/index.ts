@@ -33,6 +33,8 @@ export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   /** SQLite file of the run store (used when `store` is not given). */
   dbPath?: string;
   store?: RunStore;
+  /** Close `store` when the coordinator closes, after its engine stopped (default: only a store it opened itself). */
+  closeStore?: boolean;
   /** Node Registry base URL: node types and the executor directory. */
   registryUrl: string;
   /** PDP base URL; without it no policy checks are made (and a warning is logged). */
@@ -156,7 +158,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
       (policy as Partial<HttpPolicyClient> | undefined)?.close?.(),
       routing.close(),
     ]);
-    if (!options.store) await store.close();
+    if (!options.store || options.closeStore) await store.close();
   });
 
   app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
