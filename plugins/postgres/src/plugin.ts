@@ -7,7 +7,7 @@ import { definePlugin, type CommandTools, type StoreOpenOptions } from "@nodefab
 import pg from "pg";
 import { migrate } from "./pg-migrate.js";
 import { MigrationError } from "./migrate.js";
-import { openPool, pgTarget } from "./connect.js";
+import { openPool, pgTarget, type PgTarget } from "./connect.js";
 import { PgRunStore } from "./pg-run-store.js";
 import { PgNodeTypeStore } from "./pg-node-type-store.js";
 import { PgCandidateSetStore } from "./pg-candidate-set-store.js";
@@ -70,10 +70,20 @@ function migrateCommand({ Command }: CommandTools) {
         process.exitCode = 2;
         return;
       }
-      const pool = new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 10_000 });
+      // The URL's ?schema= counts as the stores read it; --schema, when given, wins.
+      let target: PgTarget;
       try {
-        const result = await migrate(pool, opts.schema === undefined ? {} : { schema: opts.schema });
-        const where = `${redacted(url)}${opts.schema ? ` (schema ${opts.schema})` : ""}`;
+        target = pgTarget(new URL(url));
+      } catch (err) {
+        process.stderr.write(`fabric postgres migrate: ${redacted(url)}: ${(err as Error).message}\n`);
+        process.exitCode = 2;
+        return;
+      }
+      const schema = opts.schema ?? target.schema;
+      const pool = new pg.Pool({ ...target.config, max: 1, connectionTimeoutMillis: 10_000 });
+      try {
+        const result = await migrate(pool, schema === undefined ? {} : { schema });
+        const where = `${redacted(url)}${schema ? ` (schema ${schema})` : ""}`;
         process.stdout.write(
           result.applied.length === 0
             ? `${where} is at version ${result.version}: nothing to apply\n`

@@ -46,6 +46,23 @@ describe("fabric postgres migrate", () => {
     expect(again.stdout).toMatch(/is at version 2: nothing to apply/);
   });
 
+  it("takes the schema from the store URL's ?schema=, as the stores do", async () => {
+    const other = `${schema}_url`;
+    try {
+      const url = `${PG_URL}${PG_URL.includes("?") ? "&" : "?"}schema=${other}`;
+      const res = await fabric(["postgres", "migrate", "--store", url]);
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toMatch(new RegExp(`\\(schema ${other}\\): applied 1, 2; now at version 2`));
+      const { rows } = await admin.query(`SELECT version FROM ${other}.nodefabric_migrations ORDER BY version`);
+      expect(rows.map((r) => r.version)).toEqual([1, 2]);
+      const bad = await fabric(["postgres", "migrate", "--store", `${PG_URL}?schema=no-such;thing`]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/not a plain identifier/);
+    } finally {
+      await admin.query(`DROP SCHEMA IF EXISTS ${other} CASCADE`);
+    }
+  });
+
   it("refuses a missing or foreign URL (exit 2), and names an unreachable server with its password hidden (exit 1)", async () => {
     const none = await fabric(["postgres", "migrate"]);
     expect(none.code).toBe(2);
