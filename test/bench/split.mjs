@@ -27,7 +27,9 @@ export async function pgUnavailable() {
     await client.query("SELECT 1");
     return undefined;
   } catch (err) {
-    return `PostgreSQL at ${PG_URL} does not answer: ${err.message}`;
+    const shown = new URL(PG_URL);
+    if (shown.password) shown.password = "***"; // a report line must not carry the password
+    return `PostgreSQL at ${shown} does not answer: ${err.message}`;
   } finally {
     await client.end().catch(() => {});
   }
