@@ -449,6 +449,7 @@ function mergeConfig(base: PartialConfig, over: PartialConfig): PartialConfig {
   if (base.auth || over.auth) out.auth = { ...base.auth, ...over.auth };
   if (base.limits || over.limits) out.limits = { ...base.limits, ...over.limits };
   if (base.store || over.store) out.store = { ...base.store, ...over.store };
+  if (base.coordinator || over.coordinator) out.coordinator = { ...base.coordinator, ...over.coordinator };
   if (base.services || over.services) {
     const services: FabricConfig["services"] = { ...base.services };
     for (const [k, v] of Object.entries(over.services ?? {})) services[k as ServiceName] = { ...services[k as ServiceName], ...v };
