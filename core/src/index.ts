@@ -35,5 +35,6 @@ export { SqliteCandidateSetStore } from "./store/candidate-set-sqlite-store.js";
 export type { RunStore, RunRecord, NodeRunRecord, WriteBatch, RunListQuery, ClaimOptions, ApprovalRecord, NewRunEvent } from "./store/run-store.js";
 export type { NodeTypeStore } from "./store/node-type-store.js";
 export { FencedError, FENCED, TERMINAL_STATES, type SharedRunStore, type CoordinatorRecord, type RunOwner } from "./store/run-store.js";
+export { HeldRunCache } from "./store/held-run-cache.js";
 export { orderKey, orderKeys, cursorKey, isSemver } from "./store/node-type-version-order.js";
 export type { CandidateSetStore, StoredCandidateSet } from "./store/candidate-set-store.js";

@@ -34,7 +34,8 @@ describe("two `fabric dev --store postgres://…` processes", () => {
       return n;
     };
     const [one, two] = await Promise.all([start(), start()]);
-    expect(one.output()).toMatch(/store: postgres:\/\//);
+    // The banner names the store after the services' URLs, which is when the start resolved.
+    await eventually(async () => (/store: postgres:\/\//.test(one.output()) ? true : undefined), 5_000, "the banner names the store");
     const gw1 = one.urls["run-gateway"];
     const gw2 = two.urls["run-gateway"];
     await eventually(async () => {

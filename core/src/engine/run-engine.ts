@@ -19,7 +19,8 @@ import type { EventHub } from "./event-hub.js";
 import type { Caller, RunEngineOptions } from "./engine-types.js";
 import { RunOwnership, type RunPlace } from "./ownership.js";
 import { RemoteEvents } from "./remote-events.js";
-import { FencedError } from "../store/run-store.js";
+import { FencedError, type RunStore, type SharedRunStore } from "../store/run-store.js";
+import { HeldRunCache } from "../store/held-run-cache.js";
 import { FabricError } from "../http/errors.js";
 
 export type { RunPlace } from "./ownership.js";
@@ -53,7 +54,15 @@ export class RunEngine {
   private readonly remote?: RemoteEvents;
   private started = false;
 
-  constructor(private readonly o: RunEngineOptions) {
+  private readonly o: RunEngineOptions;
+
+  constructor(o: RunEngineOptions) {
+    // With a shared store, the records of the runs this coordinator holds are read from memory (it is their only
+    // writer); the engine's reads of them then cost no round trip to the database.
+    const shared = o.store.shared;
+    const cache = shared ? new HeldRunCache(o.store as RunStore & { shared: SharedRunStore }) : undefined;
+    if (cache) o = { ...o, store: cache };
+    this.o = o;
     this.core = new EngineCore(o);
     this.hub = this.core.hub;
     this.dispatcher = new Dispatcher(this.core, o.maxInFlight ?? 1024);
@@ -62,7 +71,6 @@ export class RunEngine {
     this.children = new Children(this.core, this.dispatcher);
     this.lifecycle = new RunLifecycle(this.core, this.dispatcher);
     this.tickMs = o.tickMs ?? 100;
-    const shared = o.store.shared;
     if (shared) {
       this.ownership = new RunOwnership({
         shared,
@@ -73,7 +81,7 @@ export class RunEngine {
         // Their NodeRuns are claimable here now (leased by the previous holder): dispatch recovers them.
         onTakenOver: () => this.wake(),
         // What was in flight for them here ends with a refused write (FencedError); the new holder redoes it.
-        onLost: () => undefined,
+        onLost: (runIds) => cache?.forget(runIds),
       });
       const remote = new RemoteEvents(o.store, shared, this.core.hub, o.log);
       this.remote = remote;
