@@ -9,64 +9,15 @@ import path from "node:path";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { request } from "undici";
 import type { FastifyInstance } from "fastify";
-import { validatorFor } from "@nodefabric/schemas";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { startFabric, type RunningFabric } from "../src/fabric.js";
 import { buildRunGateway, type RunGatewayOptions } from "../src/services/run-gateway/index.js";
 import { buildRunCoordinator } from "../src/services/run-coordinator/index.js";
 
+import { baseOf, call, expectEnvelope, expectValid, until } from "./support/gateway-http.js";
 const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 const echoRef = { node_type_id: "demo.echo", version: "1.0.0" };
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: any;
-  text: string;
-}
-
-async function call(method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-  const res = await request(url, {
-    method: method as "GET",
-    body: body === undefined ? undefined : JSON.stringify(body),
-    headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
-  });
-  const text = await res.body.text();
-  let parsed: unknown;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    parsed = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers, body: parsed, text };
-}
-
-function expectValid(schema: Parameters<typeof validatorFor>[0], value: unknown): void {
-  const validate = validatorFor(schema);
-  expect(validate(value), `${schema}: ${JSON.stringify(validate.errors)}`).toBe(true);
-}
-
-function expectEnvelope(a: Answer, status: number, code: string): void {
-  expect(a.status, a.text).toBe(status);
-  expectValid("error_envelope", a.body);
-  expect(a.body.error.code).toBe(code);
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`${what}: not reached in time`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-function baseOf(app: FastifyInstance): string {
-  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-}
 
 async function gatewayOver(urls: string[], extra: Partial<RunGatewayOptions> = {}): Promise<{ app: FastifyInstance; url: string }> {
   const app = await buildRunGateway({ logger: false, coordinatorUrls: urls, coordinatorDownMs: 100, healthTimeoutMs: 1_000, ...extra });

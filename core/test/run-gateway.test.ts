@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { request } from "undici";
 import type { FastifyInstance } from "fastify";
-import { validatorFor, type Run, type RunEvent } from "@nodefabric/schemas";
+import type { Run, RunEvent } from "@nodefabric/schemas";
 import { loadConfig } from "../src/config.js";
 import { startFabric, type RunningFabric } from "../src/fabric.js";
 import { buildRunGateway } from "../src/services/run-gateway/index.js";
@@ -15,62 +15,13 @@ import { GatewayClient } from "../src/clients/gateway-client.js";
 import { RunTreeView } from "../src/cli/run-tree-view.js";
 import { followRun } from "../src/cli/run-command.js";
 
+import { baseOf, call, expectEnvelope, expectValid, until } from "./support/gateway-http.js";
 const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 const ENDED = ["completed", "failed", "canceled"];
 
 const echoRef = { node_type_id: "demo.echo", version: "1.0.0" };
 const sleepRef = { node_type_id: "demo.sleep", version: "1.0.0" };
 const failRef = { node_type_id: "demo.fail", version: "1.0.0" };
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: any;
-  text: string;
-}
-
-async function call(method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-  const res = await request(url, {
-    method: method as "GET",
-    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
-  });
-  const text = await res.body.text();
-  let parsed: unknown;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    parsed = undefined;
-  }
-  return { status: res.statusCode, headers: res.headers, body: parsed, text };
-}
-
-function expectValid(schema: Parameters<typeof validatorFor>[0], value: unknown): void {
-  const validate = validatorFor(schema);
-  const ok = validate(value);
-  expect(ok, `${schema}: ${JSON.stringify(validate.errors)}`).toBe(true);
-}
-
-function expectEnvelope(a: Answer, status: number, code: string): void {
-  expect(a.status, a.text).toBe(status);
-  expect(a.headers["content-type"]).toMatch(/^application\/json/);
-  expectValid("error_envelope", a.body);
-  expect(a.body.error.code).toBe(code);
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`${what}: not reached in time`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-function baseOf(app: FastifyInstance): string {
-  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-}
 
 async function gatewayFor(coordinatorUrl: string, extra: { requestTimeoutMs?: number; healthTimeoutMs?: number } = {}): Promise<{ app: FastifyInstance; url: string }> {
   const app = await buildRunGateway({ logger: false, coordinatorUrl, ...extra });

@@ -75,23 +75,6 @@ export async function openPool(target: PgTarget, poolSize: number | undefined): 
   return pool;
 }
 
-/** Runs `work` in one transaction on one pooled connection. */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query("BEGIN");
-    const result = await work(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (err) {
-    await client.query("ROLLBACK").catch((e: Error) => (broken = e));
-    throw err;
-  } finally {
-    client.release(broken);
-  }
-}
-
 /** SQL for an epoch-ms parameter as timestamptz (exact, no float rounding). */
 export const ts = (param: string) => `('epoch'::timestamptz + ${param}::int8 * interval '1 millisecond')`;
 /** SQL for a timestamptz as epoch ms (float8, so pg hands a JS number). */

@@ -6,7 +6,8 @@
  */
 import type pg from "pg";
 import { cursorKey, orderKey, type NodeTypeStore } from "@nodefabric/core";
-import { inTransaction, iso } from "./connect.js";
+import { iso } from "./connect.js";
+import { inTransaction } from "./pg-migrate.js";
 
 type StoredNodeType = Parameters<NodeTypeStore["insertNodeType"]>[0];
 type NodeKind = StoredNodeType["kind"];

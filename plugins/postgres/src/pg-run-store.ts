@@ -26,7 +26,8 @@ import {
   type SharedRunStore,
   type WriteBatch,
 } from "@nodefabric/core";
-import { inTransaction, ms, ts, type PgTarget } from "./connect.js";
+import { ms, ts, type PgTarget } from "./connect.js";
+import { inTransaction } from "./pg-migrate.js";
 
 type RunEvent = Awaited<ReturnType<RunStore["apply"]>>[number];
 type CommitListener = (runId: string | null, seq: number) => void;

@@ -8,7 +8,7 @@ import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from
 import os from "node:os";
 import { randomBytes } from "node:crypto";
 import { RunRouting } from "./run-routing.js";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeRunsCreateRequest, Run, RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
@@ -142,8 +142,12 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     }
   });
   if (!policy) app.log.warn("no PDP configured: the coordinator makes no policy checks");
-  const routing = new RunRouting(engine, instanceId, options.tokens);
+  // Only coordinators sharing a store forward: with one coordinator every run is here, and no request pays a lookup.
+  const routing = shared ? new RunRouting(engine, instanceId, options.tokens) : undefined;
   const api = new CoordinatorApi(engine, store, routing);
+  /** Forwards the request to the coordinator holding the run `runOf` names, if that is another; true once answered. */
+  const forwarded = async (req: FastifyRequest, reply: FastifyReply, runOf: () => Promise<string | undefined> | string | undefined) =>
+    routing !== undefined && (await routing.forwardRequest(req, reply, await runOf()));
   /** The run a NodeRun belongs to (undefined when unknown: the engine answers the 404). */
   const runOfNodeRun = async (id: string) => (await store.getNodeRun(id))?.run_id;
   exposeInProcess(app, "run-coordinator", api);
@@ -156,7 +160,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
       selection?.close(),
       (executors as Partial<HttpExecutorCaller>).close?.(),
       (policy as Partial<HttpPolicyClient> | undefined)?.close?.(),
-      routing.close(),
+      routing?.close(),
     ]);
     if (!options.store || options.closeStore) await store.close();
   });
@@ -179,7 +183,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.post("/v1/runs/:run_id(.+)::cancel", { schema: { params: runParams } }, async (req, reply) => {
     const { run_id } = req.params as { run_id: string };
-    if (await routing.forwardRequest(req, reply, run_id)) return reply;
+    if (await forwarded(req, reply, () => run_id)) return reply;
     return engine.cancelRun(run_id, callerOf(req));
   });
 
@@ -196,7 +200,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.post("/v1/node-runs", { schema: { body: ref("node_runs_create_request") } }, async (req, reply) => {
     const body = req.body as NodeRunsCreateRequest;
-    if (await routing.forwardRequest(req, reply, body.run_id ?? (await runOfNodeRun(body.parent_node_run_id)))) return reply;
+    if (await forwarded(req, reply, () => body.run_id ?? runOfNodeRun(body.parent_node_run_id))) return reply;
     return { node_runs: await engine.createChildren(body, callerOf(req)) };
   });
 
@@ -222,14 +226,14 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 
   app.post("/v1/node-runs/:node_run_id(.+)::evaluation", { schema: { params: nodeRunParams, body: ref("node_run_evaluation_report_request") } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
-    if (await routing.forwardRequest(req, reply, await runOfNodeRun(node_run_id))) return reply;
+    if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
     await engine.reportEvaluation(node_run_id, req.body as NodeRunEvaluationReportRequest, callerOf(req));
     return reply.code(204).send();
   });
 
   app.post("/v1/node-runs/:node_run_id(.+)::complete", { schema: { params: nodeRunParams, body: ref("node_run_complete_request") } }, async (req, reply) => {
     const { node_run_id } = req.params as { node_run_id: string };
-    if (await routing.forwardRequest(req, reply, await runOfNodeRun(node_run_id))) return reply;
+    if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
     await engine.completeNodeRun(node_run_id, req.body as NodeRunCompleteRequest, callerOf(req));
     return reply.code(204).send();
   });
@@ -237,7 +241,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   for (const [action, decision] of [["approve", "approved"], ["reject", "rejected"]] as const) {
     app.post(`/v1/approvals/:approval_id(.+)::${action}`, { schema: { params: approvalParams } }, async (req, reply) => {
       const { approval_id } = req.params as { approval_id: string };
-      if (await routing.forwardRequest(req, reply, (await store.getApproval(approval_id))?.run_id)) return reply;
+      if (await forwarded(req, reply, async () => (await store.getApproval(approval_id))?.run_id)) return reply;
       await engine.resolveApproval(approval_id, decision, callerOf(req));
       return reply.code(204).send();
     });
