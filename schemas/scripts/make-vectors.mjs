@@ -317,6 +317,25 @@ const extra = {
     ["item-missing-node_run_id", "full", (v) => deleteAt(v, [0, "node_run_id"]), "/0"],
     ["item-unknown-field", "full", (v) => setAt(v, [0, "attempt"], 1), "/0"],
   ],
+  approval: [
+    ["resolved_at-without-zone", "full", (v) => setAt(v, ["resolved_at"], "2025-11-22T04:35:12"), "/resolved_at"],
+    ["bad-node_type_ref", "full", (v) => deleteAt(v, ["node_type_ref", "version"]), "/node_type_ref"],
+  ],
+  approval_list: [
+    ["not-an-array", "full", (v) => ({ approvals: v }), ""],
+    ["item-missing-action", "full", (v) => deleteAt(v, [0, "action"]), "/0"],
+  ],
+  approval_list_query: [
+    ["limit-zero", "full", (v) => setAt(v, ["limit"], 0), "/limit"],
+    ["limit-above-1000", "full", (v) => setAt(v, ["limit"], 1001), "/limit"],
+    ["page_token-with-slash", "full", (v) => setAt(v, ["page_token"], "a/b"), "/page_token"],
+  ],
+  run_list_query: [
+    ["created_after-a-date", "full", (v) => setAt(v, ["created_after"], "2025-11-22"), "/created_after"],
+    ["created_before-without-zone", "full", (v) => setAt(v, ["created_before"], "2025-11-22T10:00:00"), "/created_before"],
+    ["empty-node_type_id", "full", (v) => setAt(v, ["node_type_id"], ""), "/node_type_id"],
+    ["limit-zero", "full", (v) => setAt(v, ["limit"], 0), "/limit"],
+  ],
 };
 
 /** Builds every invalid vector of one schema as [case, value, instance path where it must fail]. */

@@ -2,6 +2,142 @@
 
 /** Every v1 schema document, keyed by its snake_case name; `$ref`s are relative to each `$id`. */
 export const schemas = {
+  approval: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/approval.schema.json",
+    "title": "Approval",
+    "description": "A policy checkpoint that waits, or waited, for a person to approve or reject a NodeRun (a NodeFabric extension).",
+    "type": "object",
+    "properties": {
+      "approval_id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "run_id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "node_run_id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "state": {
+        "description": "pending until a person decides; canceled when its NodeRun ended before anyone did.",
+        "type": "string",
+        "enum": [
+          "pending",
+          "approved",
+          "rejected",
+          "canceled"
+        ]
+      },
+      "action": {
+        "description": "The policy checkpoint that asked for the approval.",
+        "type": "string",
+        "enum": [
+          "run.start",
+          "node.run.create",
+          "node.run.execute"
+        ]
+      },
+      "node_type_ref": {
+        "$ref": "node_type_ref.schema.json"
+      },
+      "tenant_id": {
+        "description": "The tenant of the run, when it has one.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "reason_code": {
+        "description": "The PDP's reason for asking.",
+        "type": "string",
+        "minLength": 1
+      },
+      "message": {
+        "description": "The PDP's words for the person who decides.",
+        "type": "string"
+      },
+      "decision": {
+        "description": "What a person decided; absent while pending and when canceled.",
+        "type": "string",
+        "enum": [
+          "approved",
+          "rejected"
+        ]
+      },
+      "created_at": {
+        "type": "string",
+        "format": "date-time"
+      },
+      "resolved_at": {
+        "description": "When it was decided or canceled.",
+        "type": "string",
+        "format": "date-time"
+      },
+      "extensions": {
+        "$ref": "extensions.schema.json"
+      }
+    },
+    "required": [
+      "approval_id",
+      "run_id",
+      "node_run_id",
+      "state",
+      "action",
+      "node_type_ref",
+      "created_at"
+    ],
+    "additionalProperties": false
+  },
+  approval_list: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/approval_list.schema.json",
+    "title": "ApprovalList",
+    "description": "Answer to GET /v1/approvals: a plain array of Approvals, newest first.",
+    "type": "array",
+    "items": {
+      "$ref": "approval.schema.json"
+    }
+  },
+  approval_list_query: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/approval_list_query.schema.json",
+    "title": "ApprovalListQuery",
+    "description": "Query string of GET /v1/approvals: filters, and keyset pages newest first (the next page token comes in X-Next-Page-Token).",
+    "type": "object",
+    "properties": {
+      "state": {
+        "type": "string",
+        "enum": [
+          "pending",
+          "approved",
+          "rejected",
+          "canceled"
+        ]
+      },
+      "run_id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1000,
+        "default": 100
+      },
+      "page_token": {
+        "description": "Opaque: the X-Next-Page-Token of the previous page.",
+        "type": "string",
+        "pattern": "^[A-Za-z0-9_-]{1,400}$"
+      }
+    },
+    "additionalProperties": false
+  },
   atomic_execute_request: {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://nodefabric.dev/schemas/v1/atomic_execute_request.schema.json",
@@ -1465,6 +1601,52 @@ export const schemas = {
     "items": {
       "$ref": "run.schema.json"
     }
+  },
+  run_list_query: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/run_list_query.schema.json",
+    "title": "RunListQuery",
+    "description": "Query string of GET /v1/runs: filters that combine, and keyset pages newest first (the next page token comes in X-Next-Page-Token).",
+    "type": "object",
+    "properties": {
+      "state": {
+        "$ref": "run_state.schema.json"
+      },
+      "node_type_id": {
+        "description": "Only runs whose root NodeRun is of this node type.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 128
+      },
+      "created_after": {
+        "description": "Only runs created strictly after this instant (RFC 3339, with a time zone).",
+        "type": "string",
+        "format": "date-time"
+      },
+      "created_before": {
+        "description": "Only runs created strictly before this instant (RFC 3339, with a time zone).",
+        "type": "string",
+        "format": "date-time"
+      },
+      "tenant_id": {
+        "description": "Only runs of this tenant; for callers not confined to a tenant (otherwise 403 unless it is their own).",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1000,
+        "default": 100
+      },
+      "page_token": {
+        "description": "Opaque: the X-Next-Page-Token of the previous page.",
+        "type": "string",
+        "pattern": "^[A-Za-z0-9_-]{1,400}$"
+      }
+    },
+    "additionalProperties": false
   },
   run_start_request: {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
