@@ -32,7 +32,7 @@ export { pluginsFor } from "./fabric.js";
 export { openSqliteRunStore, SqliteRunStore } from "./store/sqlite-run-store.js";
 export { SqliteNodeTypeStore } from "./store/sqlite-node-type-store.js";
 export { SqliteCandidateSetStore } from "./store/candidate-set-sqlite-store.js";
-export type { RunStore, RunRecord, NodeRunRecord, WriteBatch, RunListQuery, ClaimOptions, ApprovalRecord, NewRunEvent } from "./store/run-store.js";
+export type { RunStore, RunRecord, NodeRunRecord, WriteBatch, RunListQuery, ClaimOptions, ApprovalRecord, ApprovalListQuery, ApprovalListing, NewRunEvent } from "./store/run-store.js";
 export type { NodeTypeStore } from "./store/node-type-store.js";
 export { FencedError, FENCED, TERMINAL_STATES, type SharedRunStore, type CoordinatorRecord, type RunOwner } from "./store/run-store.js";
 export { HeldRunCache } from "./store/held-run-cache.js";

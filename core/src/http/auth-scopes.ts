@@ -56,6 +56,8 @@ const RUN_READS: RouteAccess[] = [
   { method: "GET", path: "/v1/runs/{run_id}", scope: "runs:read" },
   { method: "GET", path: "/v1/runs/{run_id}/node-runs", scope: "runs:read" },
   { method: "GET", path: "/v1/runs/{run_id}/events", scope: "runs:read" },
+  // Who may see a run may see what waits on it: the listing is confined to the caller's tenant as GET /v1/runs is.
+  { method: "GET", path: "/v1/approvals", scope: "runs:read" },
 ];
 
 const RUN_WRITES: RouteAccess[] = [

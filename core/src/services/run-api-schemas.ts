@@ -21,14 +21,3 @@ export const eventsQuery = {
     types: { type: "string", pattern: "^[a-z_]+(,[a-z_]+)*$", maxLength: 512 },
   },
 } as const;
-
-/** GET /v1/runs: a state filter and keyset pages. */
-export const listQuery = {
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    state: { enum: ["queued", "running", "completed", "failed", "canceled"] },
-    limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
-    page_token: { type: "string", pattern: "^[A-Za-z0-9_-]{1,400}$" },
-  },
-} as const;

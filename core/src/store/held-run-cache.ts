@@ -8,6 +8,8 @@
 import type { RunEvent } from "@nodefabric/schemas";
 import {
   TERMINAL_STATES,
+  type ApprovalListing,
+  type ApprovalListQuery,
   type ApprovalRecord,
   type ClaimOptions,
   type NodeRunRecord,
@@ -117,6 +119,10 @@ export class HeldRunCache implements RunStore {
 
   getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
     return this.inner.getApproval(approvalId);
+  }
+
+  listApprovals(query: ApprovalListQuery): Promise<ApprovalListing[]> {
+    return this.inner.listApprovals(query);
   }
 
   listExpiredLeases(now: number, limit: number): Promise<NodeRunRecord[]> {

@@ -81,9 +81,33 @@ export interface WriteBatch {
 export interface RunListQuery {
   tenant_id?: string | null;
   state?: RunState;
+  /** Only runs whose root NodeRun is of this node type. */
+  root_node_type_id?: string;
+  /** Only runs with `created_at` strictly after this time (epoch ms). */
+  created_after?: number;
+  /** Only runs with `created_at` strictly before this time (epoch ms). */
+  created_before?: number;
   limit: number;
   /** Exclusive: runs created before this run_id (ids sort by creation time), newest first. */
   before_run_id?: string;
+}
+
+export interface ApprovalListQuery {
+  /** The tenant of the approval's run (null: runs without one); undefined: every tenant. */
+  tenant_id?: string | null;
+  state?: ApprovalRecord["state"];
+  run_id?: string;
+  limit: number;
+  /** Exclusive keyset: approvals older than this one (created_at, then approval_id), newest first. */
+  before?: { created_at: number; approval_id: string };
+}
+
+/** An approval as listed: the record, with what a person needs to decide from its NodeRun and run. */
+export interface ApprovalListing extends ApprovalRecord {
+  /** The node type of the NodeRun that waits. */
+  node_type_ref: { node_type_id: string; version: string };
+  /** The tenant of the run, or null. */
+  tenant_id: string | null;
 }
 
 export interface ClaimOptions {
@@ -100,7 +124,10 @@ export interface RunStore {
   apply(batch: WriteBatch): Promise<RunEvent[]>;
 
   getRun(runId: string): Promise<RunRecord | undefined>;
-  /** Runs newest first. */
+  /**
+   * Runs newest first. A run's root node type is that of the NodeRun its document names as root, written in the same
+   * batch as the run's first write (as the engine starts runs).
+   */
   listRuns(query: RunListQuery): Promise<RunRecord[]>;
   /** Runs not yet terminal (recovery on start). */
   listOpenRuns(): Promise<RunRecord[]>;
@@ -116,6 +143,8 @@ export interface RunStore {
   lastSeq(runId: string): Promise<number>;
 
   getApproval(approvalId: string): Promise<ApprovalRecord | undefined>;
+  /** Approvals newest first (created_at, then approval_id, both descending), filtered and paged by `query`. */
+  listApprovals(query: ApprovalListQuery): Promise<ApprovalListing[]>;
 
   /**
    * Claims up to `limit` dispatchable NodeRuns, oldest first (created_at, node_run_id). Dispatchable means: state

@@ -7,6 +7,8 @@ import type { SqliteDatabase, SqliteDriverName, SqliteOpenOptions, SqliteStateme
 import type { RunEvent } from "@nodefabric/schemas";
 import {
   TERMINAL_STATES,
+  type ApprovalListing,
+  type ApprovalListQuery,
   type ApprovalRecord,
   type ClaimOptions,
   type NewRunEvent,
@@ -99,6 +101,27 @@ const MIGRATIONS: string[] = [
    );`,
 ];
 
+/**
+ * What the listings need beyond the first schema: each run's root node type (a column, backfilled from the root
+ * NodeRuns of a file written before it) and the orders approvals are listed in. Checked by the columns present, not
+ * by user_version, which a file shared with another store may have moved; idempotent, in one write transaction.
+ */
+function addListingColumns(db: SqliteDatabase): void {
+  const has = () => (db.pragma("table_info(runs)") as Array<{ name: string }>).some((c) => c.name === "root_node_type_id");
+  db.transaction(() => {
+    if (!has()) {
+      db.exec(`ALTER TABLE runs ADD COLUMN root_node_type_id TEXT;
+        UPDATE runs SET root_node_type_id = (
+          SELECT json_extract(n.doc, '$.node_type_ref.node_type_id') FROM node_runs n
+          WHERE n.node_run_id = json_extract(runs.doc, '$.root_node_run_id'));`);
+    }
+    db.exec(`CREATE INDEX IF NOT EXISTS runs_by_root_type ON runs (root_node_type_id, run_id);
+      CREATE INDEX IF NOT EXISTS approvals_by_created ON approvals (created_at, approval_id);
+      CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals (state, created_at, approval_id);
+      CREATE INDEX IF NOT EXISTS approvals_by_run ON approvals (run_id, created_at, approval_id);`);
+  }).immediate();
+}
+
 interface RunRow {
   run_id: string;
   tenant_id: string | null;
@@ -185,6 +208,14 @@ function toApproval(row: ApprovalRow): ApprovalRecord {
   };
 }
 
+/** The node type id of each run's root NodeRun, when the batch holds it (a run's first batch does). */
+function rootTypesOf(runs: readonly RunRecord[], nodeRuns: readonly NodeRunRecord[]): Array<string | null> {
+  const roots = new Map<string, string>();
+  for (const r of runs) roots.set(r.run.root_node_run_id, "");
+  for (const n of nodeRuns) if (roots.has(n.node_run_id)) roots.set(n.node_run_id, n.node_run.node_type_ref.node_type_id);
+  return runs.map((r) => roots.get(r.run.root_node_run_id) || null);
+}
+
 function byAge(a: NodeRunRecord, b: NodeRunRecord): number {
   if (a.created_at !== b.created_at) return a.created_at - b.created_at;
   return a.node_run_id < b.node_run_id ? -1 : a.node_run_id > b.node_run_id ? 1 : 0;
@@ -203,8 +234,8 @@ function prepareAll(db: SqliteDatabase) {
     // Identity columns (tenant, request hash, parent, idempotency key, spec hash, depth, created_at) never change
     // after creation, so the upserts leave them, and the indexes built on them, untouched.
     upsertRun: db.prepare(
-      `INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at, root_node_type_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at`,
     ),
     upsertNodeRun: db.prepare(
@@ -312,6 +343,7 @@ export class SqliteRunStore implements RunStore {
     const db = openSqlite(options.path, options);
     db.pragma("foreign_keys = ON");
     migrateSqlite(db, MIGRATIONS);
+    addListingColumns(db);
     this.db = db;
     this.stmt = prepareAll(db);
     // IMMEDIATE takes the write lock at BEGIN: should another connection be writing the file (a maintenance tool),
@@ -323,13 +355,14 @@ export class SqliteRunStore implements RunStore {
   private applyNow(batch: WriteBatch): Applied {
     const s = this.stmt;
     const runs = batch.runs ?? [];
+    const nodeRuns = batch.nodeRuns ?? [];
     const runDocs: string[] = new Array(runs.length);
+    const rootTypes = runs.length > 0 ? rootTypesOf(runs, nodeRuns) : undefined;
     for (let i = 0; i < runs.length; i++) {
       const r = runs[i];
       const doc = (runDocs[i] = JSON.stringify(r.run));
-      s.upsertRun.run(r.run_id, r.tenant_id, r.state, doc, r.request_hash, r.deadline_at, r.created_at);
+      s.upsertRun.run(r.run_id, r.tenant_id, r.state, doc, r.request_hash, r.deadline_at, r.created_at, rootTypes![i]);
     }
-    const nodeRuns = batch.nodeRuns ?? [];
     const nodeRunDocs: string[] = new Array(nodeRuns.length);
     for (let i = 0; i < nodeRuns.length; i++) {
       const n = nodeRuns[i];
@@ -466,6 +499,21 @@ export class SqliteRunStore implements RunStore {
       params.push(query.state);
       shape += "s";
     }
+    if (query.root_node_type_id !== undefined) {
+      where.push("root_node_type_id = ?");
+      params.push(query.root_node_type_id);
+      shape += "k";
+    }
+    if (query.created_after !== undefined) {
+      where.push("created_at > ?");
+      params.push(query.created_after);
+      shape += "a";
+    }
+    if (query.created_before !== undefined) {
+      where.push("created_at < ?");
+      params.push(query.created_before);
+      shape += "z";
+    }
     if (query.before_run_id !== undefined) {
       where.push("run_id < ?");
       params.push(query.before_run_id);
@@ -527,6 +575,50 @@ export class SqliteRunStore implements RunStore {
   async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
     const row = this.stmt.getApproval.get(approvalId) as ApprovalRow | undefined;
     return row && toApproval(row);
+  }
+
+  /** Approvals newest first, with their run's tenant and their NodeRun's node type (see RunStore.listApprovals). */
+  async listApprovals(query: ApprovalListQuery): Promise<ApprovalListing[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    let shape = "A";
+    if (query.tenant_id === null) {
+      where.push("r.tenant_id IS NULL");
+      shape += "n";
+    } else if (query.tenant_id !== undefined) {
+      where.push("r.tenant_id = ?");
+      params.push(query.tenant_id);
+      shape += "t";
+    }
+    if (query.state !== undefined) {
+      where.push("a.state = ?");
+      params.push(query.state);
+      shape += "s";
+    }
+    if (query.run_id !== undefined) {
+      where.push("a.run_id = ?");
+      params.push(query.run_id);
+      shape += "r";
+    }
+    if (query.before !== undefined) {
+      where.push("(a.created_at, a.approval_id) < (?, ?)");
+      params.push(query.before.created_at, query.before.approval_id);
+      shape += "b";
+    }
+    params.push(query.limit);
+    let stmt = this.listStatements.get(shape);
+    if (!stmt) {
+      const filter = where.length ? `WHERE ${where.join(" AND ")}` : "";
+      stmt = this.db.prepare(
+        `SELECT a.approval_id, a.run_id, a.node_run_id, a.state, a.doc, a.created_at, a.resolved_at, r.tenant_id,
+                json_extract(n.doc, '$.node_type_ref') AS node_type_ref
+         FROM approvals a JOIN runs r ON r.run_id = a.run_id JOIN node_runs n ON n.node_run_id = a.node_run_id
+         ${filter} ORDER BY a.created_at DESC, a.approval_id DESC LIMIT ?`,
+      );
+      this.listStatements.set(shape, stmt);
+    }
+    const rows = stmt.all(...params) as Array<ApprovalRow & { tenant_id: string | null; node_type_ref: string }>;
+    return rows.map((row) => ({ ...toApproval(row), tenant_id: row.tenant_id, node_type_ref: JSON.parse(row.node_type_ref) }));
   }
 
   /** Leases up to `limit` dispatchable NodeRuns to `owner`, oldest first (see RunStore.claim). */

@@ -632,6 +632,88 @@ export function runStoreContract(name: string, open: () => Promise<RunStoreHarne
         expect(runIds(await store.listRuns({ limit: 10, tenant_id: "t1", before_run_id: r2.run_id }))).toEqual([r1.run_id]);
         expect(await store.listRuns({ limit: 10, state: "canceled" })).toEqual([]);
       });
+
+      it("listRuns filters by root node type and creation time, combined with tenant, state and pages", async () => {
+        /** A run whose root is of `type`, with a child of another type, which must not count. */
+        const seed = async (type: string, created_at: number, over: Partial<RunRecord> = {}) => {
+          const run = makeRun({ created_at, ...over });
+          const root = makeNodeRun({ run_id: run.run_id, node_run_id: run.run.root_node_run_id, created_at });
+          root.node_run.node_type_ref = { node_type_id: type, version: "1.0.0" };
+          const child = makeNodeRun({ run_id: run.run_id, parent_node_run_id: root.node_run_id, created_at });
+          child.node_run.node_type_ref = { node_type_id: "test.child", version: "1.0.0" };
+          await store.apply({ runs: [run], nodeRuns: [root, child] });
+          return run;
+        };
+        const a1 = await seed("test.a", T0, { tenant_id: "t1" });
+        const b1 = await seed("test.b", T0 + 10);
+        const a2 = await seed("test.a", T0 + 20, { state: "running" });
+        const a3 = await seed("test.a", T0 + 30, { tenant_id: "t1" });
+        // Later writes of a run, without its root NodeRun, keep its root node type.
+        const a2ended = { ...a2, state: "completed" as const, run: { ...a2.run, state: "completed" as const } };
+        await store.apply({ runs: [a2ended] });
+
+        expect(await store.listRuns({ limit: 10, root_node_type_id: "test.b" })).toEqual([b1]);
+        expect(await store.listRuns({ limit: 10, root_node_type_id: "test.a" })).toEqual([a3, a2ended, a1]);
+        expect(await store.listRuns({ limit: 10, root_node_type_id: "test.child" })).toEqual([]);
+        expect(await store.listRuns({ limit: 10, root_node_type_id: "test.none" })).toEqual([]);
+
+        // Both bounds are exclusive.
+        expect(runIds(await store.listRuns({ limit: 10, created_after: T0 }))).toEqual(runIds([a3, a2, b1]));
+        expect(runIds(await store.listRuns({ limit: 10, created_before: T0 + 30 }))).toEqual(runIds([a2, b1, a1]));
+        expect(runIds(await store.listRuns({ limit: 10, created_after: T0, created_before: T0 + 30 }))).toEqual(runIds([a2, b1]));
+        expect(await store.listRuns({ limit: 10, created_after: T0 + 30 })).toEqual([]);
+        expect(await store.listRuns({ limit: 10, created_after: T0 + 20, created_before: T0 + 10 })).toEqual([]);
+
+        expect(runIds(await store.listRuns({ limit: 10, root_node_type_id: "test.a", tenant_id: "t1" }))).toEqual(runIds([a3, a1]));
+        expect(runIds(await store.listRuns({ limit: 10, root_node_type_id: "test.a", tenant_id: null }))).toEqual(runIds([a2]));
+        expect(runIds(await store.listRuns({ limit: 10, root_node_type_id: "test.a", state: "completed" }))).toEqual(runIds([a2]));
+        expect(runIds(await store.listRuns({ limit: 10, root_node_type_id: "test.b", state: "completed" }))).toEqual([]);
+        expect(runIds(await store.listRuns({ limit: 1, root_node_type_id: "test.a", before_run_id: a3.run_id }))).toEqual(runIds([a2]));
+        expect(runIds(await store.listRuns({ limit: 10, root_node_type_id: "test.a", created_after: T0, before_run_id: a3.run_id }))).toEqual(runIds([a2]));
+        expect(runIds(await store.listRuns({ limit: 10, tenant_id: "t1", created_before: T0 + 30, state: "queued" }))).toEqual(runIds([a1]));
+      });
+
+      it("listApprovals answers newest first with the run's tenant and the NodeRun's node type, filters and pages", async () => {
+        const { run: r1, root: n1 } = await seedRun({ tenant_id: "t1" });
+        const { root: n2 } = await seedRun({ tenant_id: null });
+        const child = makeNodeRun({ run_id: r1.run_id, parent_node_run_id: n1.node_run_id });
+        child.node_run.node_type_ref = { node_type_id: "test.sleep", version: "2.0.0" };
+        // A PDP may name an approval, so ids need not follow time: the order is created_at, then approval_id.
+        const first = makeApproval(n1, { approval_id: "zz-first", created_at: T0 });
+        const second = makeApproval(child, { approval_id: "aa-second", created_at: T0 + 1 });
+        const done = makeApproval(n2, { approval_id: "mm-done", created_at: T0 + 1, state: "approved", resolved_at: T0 + 5 });
+        const third = makeApproval(n2, { approval_id: "nn-third", created_at: T0 + 2 });
+        await store.apply({ nodeRuns: [child], approvals: [first, second, done, third] });
+        const ids = (list: { approval_id: string }[]) => list.map((a) => a.approval_id);
+
+        const all = await store.listApprovals({ limit: 10 });
+        expect(ids(all)).toEqual(["nn-third", "mm-done", "aa-second", "zz-first"]);
+        expect(all[1]).toEqual({ ...done, tenant_id: null, node_type_ref: { node_type_id: "test.echo", version: "1.0.0" } });
+        expect(all[2]).toEqual({ ...second, tenant_id: "t1", node_type_ref: { node_type_id: "test.sleep", version: "2.0.0" } });
+
+        expect(ids(await store.listApprovals({ limit: 10, tenant_id: "t1" }))).toEqual(["aa-second", "zz-first"]);
+        expect(ids(await store.listApprovals({ limit: 10, tenant_id: null }))).toEqual(["nn-third", "mm-done"]);
+        expect(await store.listApprovals({ limit: 10, tenant_id: "t9" })).toEqual([]);
+        expect(ids(await store.listApprovals({ limit: 10, state: "pending" }))).toEqual(["nn-third", "aa-second", "zz-first"]);
+        expect(ids(await store.listApprovals({ limit: 10, state: "approved" }))).toEqual(["mm-done"]);
+        expect(await store.listApprovals({ limit: 10, state: "canceled" })).toEqual([]);
+        expect(ids(await store.listApprovals({ limit: 10, run_id: r1.run_id }))).toEqual(["aa-second", "zz-first"]);
+        expect(await store.listApprovals({ limit: 10, run_id: r1.run_id, state: "approved" })).toEqual([]);
+        expect(await store.listApprovals({ limit: 10, run_id: "run_unknown" })).toEqual([]);
+
+        expect(ids(await store.listApprovals({ limit: 2 }))).toEqual(["nn-third", "mm-done"]);
+        expect(ids(await store.listApprovals({ limit: 2, before: { created_at: T0 + 1, approval_id: "mm-done" } }))).toEqual(["aa-second", "zz-first"]);
+        expect(ids(await store.listApprovals({ limit: 2, before: { created_at: T0 + 1, approval_id: "aa-second" } }))).toEqual(["zz-first"]);
+        expect(await store.listApprovals({ limit: 2, before: { created_at: T0, approval_id: "zz-first" } })).toEqual([]);
+        expect(ids(await store.listApprovals({ limit: 1, state: "pending", before: { created_at: T0 + 2, approval_id: "nn-third" } }))).toEqual(["aa-second"]);
+
+        // A decision moves an approval from one state's listing to the other's.
+        await store.apply({ approvals: [{ ...second, state: "rejected", resolved_at: T0 + 9 }] });
+        expect(ids(await store.listApprovals({ limit: 10, state: "pending" }))).toEqual(["nn-third", "zz-first"]);
+        expect(await store.listApprovals({ limit: 10, state: "rejected" })).toEqual([
+          { ...second, state: "rejected", resolved_at: T0 + 9, tenant_id: "t1", node_type_ref: { node_type_id: "test.sleep", version: "2.0.0" } },
+        ]);
+      });
     });
 
     describe("durability and lifecycle", () => {

@@ -182,4 +182,22 @@ CREATE TABLE nodefabric_settings (
 );
 `,
   },
+  {
+    version: 3,
+    name: "listings: runs by root node type, approvals newest first",
+    sql: `
+-- GET /v1/runs?node_type_id=: the node type of each run's root NodeRun, written with the run, backfilled here.
+ALTER TABLE runs ADD COLUMN root_node_type_id text COLLATE "C";
+UPDATE runs SET root_node_type_id = n.doc->'node_type_ref'->>'node_type_id'
+  FROM node_runs n WHERE n.node_run_id = runs.doc->>'root_node_run_id';
+CREATE INDEX runs_by_root_type ON runs (root_node_type_id, run_id);
+
+-- GET /v1/approvals: newest first by (created_at, approval_id), the ids in byte order as SQLite compares them.
+ALTER TABLE approvals ALTER COLUMN approval_id TYPE text COLLATE "C";
+CREATE INDEX approvals_by_created ON approvals (created_at, approval_id);
+CREATE INDEX approvals_by_state ON approvals (state, created_at, approval_id);
+DROP INDEX approvals_by_run;
+CREATE INDEX approvals_by_run ON approvals (run_id, created_at, approval_id);
+`,
+  },
 ];

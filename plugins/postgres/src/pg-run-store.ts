@@ -15,6 +15,8 @@ import pg from "pg";
 import {
   clock,
   FencedError,
+  type ApprovalListing,
+  type ApprovalListQuery,
   type ApprovalRecord,
   type ClaimOptions,
   type CoordinatorRecord,
@@ -132,6 +134,14 @@ function eventFrom(doc: RunEvent): RunEvent {
   return ev;
 }
 
+/** The node type id of each run's root NodeRun, when the batch holds it (a run's first batch does). */
+function rootTypesOf(runs: readonly RunRecord[], nodeRuns: readonly NodeRunRecord[]): Array<string | null> {
+  const roots = new Map<string, string>();
+  for (const r of runs) roots.set(r.run.root_node_run_id, "");
+  for (const n of nodeRuns) if (roots.has(n.node_run_id)) roots.set(n.node_run_id, n.node_run.node_type_ref.node_type_id);
+  return runs.map((r) => roots.get(r.run.root_node_run_id) || null);
+}
+
 function byAge(a: NodeRunRecord, b: NodeRunRecord): number {
   if (a.created_at !== b.created_at) return a.created_at - b.created_at;
   return a.node_run_id < b.node_run_id ? -1 : a.node_run_id > b.node_run_id ? 1 : 0;
@@ -219,7 +229,8 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
     const result = await inTransaction(this.pool, async (c) => {
       // Statement 1: lock, upsert the runs, and move the seq counters of every run that takes seqs.
-      const runRows = runs.map((r) => ({
+      const rootTypes = runs.length > 0 ? rootTypesOf(runs, nodeRuns) : [];
+      const runRows = runs.map((r, i) => ({
         run_id: r.run_id,
         tenant_id: r.tenant_id,
         state: r.state,
@@ -227,6 +238,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
         request_hash: r.request_hash,
         deadline_at: r.deadline_at,
         created_at: r.created_at,
+        root_node_type_id: rootTypes[i],
         n: counts.get(r.run_id) ?? 0,
       }));
       const { rows } = await c.query<{ k: "f" | "u" | "s"; run_id: string; lease_owner: string | null; epoch: number | null; last_seq: number | null; inserted: boolean | null }>(
@@ -234,11 +246,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
               fc AS (SELECT count(*) AS n FROM f),
               up AS (
                 INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at, last_seq, lease_owner,
-                                  lease_expires_at, lease_epoch)
+                                  lease_expires_at, lease_epoch, root_node_type_id)
                 SELECT r.run_id, r.tenant_id, r.state, r.doc, r.request_hash, ${ts("r.deadline_at")}, ${ts("r.created_at")}, r.n,
-                       $2::text, ${ts("$3")}, $4::int8
+                       $2::text, ${ts("$3")}, $4::int8, r.root_node_type_id
                 FROM jsonb_to_recordset($1::jsonb) AS r(run_id text, tenant_id text, state text, doc jsonb, request_hash text,
-                                                        deadline_at int8, created_at int8, n int8)
+                                                        deadline_at int8, created_at int8, root_node_type_id text, n int8)
                 WHERE (SELECT n FROM fc) >= 0
                 ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at,
                   last_seq = runs.last_seq + excluded.last_seq
@@ -381,6 +393,9 @@ export class PgRunStore implements RunStore, SharedRunStore {
     if (query.tenant_id === null) where.push("tenant_id IS NULL");
     else if (query.tenant_id !== undefined) where.push(`tenant_id = $${params.push(query.tenant_id)}`);
     if (query.state !== undefined) where.push(`state = $${params.push(query.state)}`);
+    if (query.root_node_type_id !== undefined) where.push(`root_node_type_id = $${params.push(query.root_node_type_id)}`);
+    if (query.created_after !== undefined) where.push(`created_at > ${ts(`$${params.push(query.created_after)}`)}`);
+    if (query.created_before !== undefined) where.push(`created_at < ${ts(`$${params.push(query.created_before)}`)}`);
     if (query.before_run_id !== undefined) where.push(`run_id < $${params.push(query.before_run_id)}`);
     const filter = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
     const { rows } = await this.pool.query<RunRow>(
@@ -436,6 +451,28 @@ export class PgRunStore implements RunStore, SharedRunStore {
   async getApproval(approvalId: string): Promise<ApprovalRecord | undefined> {
     const { rows } = await this.pool.query<ApprovalRow>(`SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE approval_id = $1`, [approvalId]);
     return rows[0] && toApproval(rows[0]);
+  }
+
+  async listApprovals(query: ApprovalListQuery): Promise<ApprovalListing[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (query.tenant_id === null) where.push("r.tenant_id IS NULL");
+    else if (query.tenant_id !== undefined) where.push(`r.tenant_id = $${params.push(query.tenant_id)}`);
+    if (query.state !== undefined) where.push(`a.state = $${params.push(query.state)}`);
+    if (query.run_id !== undefined) where.push(`a.run_id = $${params.push(query.run_id)}`);
+    if (query.before !== undefined) {
+      const at = ts(`$${params.push(query.before.created_at)}`);
+      where.push(`(a.created_at, a.approval_id) < (${at}, $${params.push(query.before.approval_id)}::text)`);
+    }
+    const filter = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+    const { rows } = await this.pool.query<ApprovalRow & { tenant_id: string | null; node_type_ref: ApprovalListing["node_type_ref"] }>(
+      `SELECT a.approval_id, a.run_id, a.node_run_id, a.state, a.doc, ${ms("a.created_at")} AS created_at,
+              ${ms("a.resolved_at")} AS resolved_at, r.tenant_id, n.doc->'node_type_ref' AS node_type_ref
+       FROM approvals a JOIN runs r ON r.run_id = a.run_id JOIN node_runs n ON n.node_run_id = a.node_run_id
+       ${filter} ORDER BY a.created_at DESC, a.approval_id DESC LIMIT $${params.push(query.limit)}`,
+      params,
+    );
+    return rows.map((row) => ({ ...toApproval(row), tenant_id: row.tenant_id, node_type_ref: row.node_type_ref }));
   }
 
   async claim(o: ClaimOptions): Promise<NodeRunRecord[]> {

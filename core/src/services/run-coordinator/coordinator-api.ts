@@ -2,11 +2,11 @@
  * The coordinator's run operations as plain functions: its routes call them, and so does a gateway in the same
  * process, which then needs no HTTP hop.
  */
-import type { NodeRun, Run, RunStartRequest } from "@nodefabric/schemas";
+import type { Approval, NodeRun, Run, RunStartRequest } from "@nodefabric/schemas";
 import type { FastifyRequest } from "fastify";
-import { FabricError } from "../../http/errors.js";
 import type { Caller, RunEngine } from "../../engine/run-engine.js";
-import type { RunState, RunStore } from "../../store/run-store.js";
+import type { RunStore } from "../../store/run-store.js";
+import { approvalDocument, approvalStoreQuery, nextApprovalsToken, nextRunsToken, runStoreQuery, type ApprovalsQuery, type RunsQuery } from "./listings.js";
 import { waitForRunEnd } from "./prefer-wait.js";
 import type { RunRouting } from "./run-routing.js";
 
@@ -27,20 +27,10 @@ export function callerOf(req: FastifyRequest): Caller {
   return caller;
 }
 
-export interface RunListQuery {
-  state?: RunState;
-  limit: number;
-  page_token?: string;
-}
-
-function decodePageToken(token: string | undefined): string | undefined {
-  if (token === undefined) return undefined;
-  const s = Buffer.from(token, "base64url").toString("utf8");
-  if (!s.startsWith("r:")) {
-    throw new FabricError("invalid_request", "page_token is not valid", { details: { errors: [{ path: "/page_token", message: "is not a token this service issued" }] } });
-  }
-  return s.slice(2);
-}
+/** The query string of GET /v1/runs, validated (schema run_list_query) and with its default limit. */
+export type RunListQuery = RunsQuery;
+/** The query string of GET /v1/approvals, validated (schema approval_list_query) and with its default limit. */
+export type ApprovalListQuery = ApprovalsQuery;
 
 /** Run operations of one coordinator. */
 export class CoordinatorApi {
@@ -67,12 +57,19 @@ export class CoordinatorApi {
     return this.routing.call(runId, caller, "runs:write", "POST", `/v1/runs/${encodeURIComponent(runId)}:cancel`, () => this.engine.cancelRun(runId, caller));
   }
 
-  /** Runs newest first, a page at a time. */
+  /** Runs newest first, a page at a time, filtered (GET /v1/runs). */
   async listRuns(q: RunListQuery, caller: Caller): Promise<{ runs: Run[]; nextPageToken?: string }> {
-    const recs = await this.store.listRuns({ tenant_id: caller.tenant_id, state: q.state, limit: q.limit, before_run_id: decodePageToken(q.page_token) });
+    const recs = await this.store.listRuns(runStoreQuery(q, caller));
     const runs = recs.map((r) => r.run);
-    const nextPageToken = recs.length === q.limit ? Buffer.from(`r:${recs[recs.length - 1].run_id}`).toString("base64url") : undefined;
+    const nextPageToken = recs.length === q.limit ? nextRunsToken(recs[recs.length - 1].run_id) : undefined;
     return { runs, nextPageToken };
+  }
+
+  /** Approvals of the caller's tenant, newest first, a page at a time (GET /v1/approvals). */
+  async listApprovals(q: ApprovalListQuery, caller: Caller): Promise<{ approvals: Approval[]; nextPageToken?: string }> {
+    const recs = await this.store.listApprovals(approvalStoreQuery(q, caller));
+    const nextPageToken = recs.length === q.limit ? nextApprovalsToken(recs[recs.length - 1]) : undefined;
+    return { approvals: recs.map(approvalDocument), nextPageToken };
   }
 
   async listNodeRuns(runId: string, caller: Caller): Promise<NodeRun[]> {

@@ -4,7 +4,7 @@
  */
 import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
-import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { approvalParams, eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
 import os from "node:os";
 import { randomBytes } from "node:crypto";
 import { RunRouting } from "./run-routing.js";
@@ -22,7 +22,7 @@ import type { HealthCheck } from "../../http/service.js";
 import { openSqliteRunStore, SqliteRunStore } from "../../store/sqlite-run-store.js";
 import { streamEvents } from "./event-stream.js";
 import { parsePreferWait } from "./prefer-wait.js";
-import { CoordinatorApi, callerOf, type RunListQuery } from "./coordinator-api.js";
+import { CoordinatorApi, callerOf, type ApprovalListQuery, type RunListQuery } from "./coordinator-api.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { bearerHeaders } from "../../clients/service-tokens.js";
 import { AssignmentTokens } from "../../engine/assignment-tokens.js";
@@ -171,10 +171,17 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     return api.startRun(req.body as RunStartRequest, callerOf(req), wait);
   });
 
-  app.get("/v1/runs", { schema: { querystring: listQuery } }, async (req, reply) => {
+  app.get("/v1/runs", { schema: { querystring: ref("run_list_query") } }, async (req, reply) => {
     const { runs, nextPageToken } = await api.listRuns(req.query as RunListQuery, callerOf(req));
     if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
     return runs;
+  });
+
+  // Read from the store, which a store shared by several coordinators answers for all of them: nothing to forward.
+  app.get("/v1/approvals", { schema: { querystring: ref("approval_list_query") } }, async (req, reply) => {
+    const { approvals, nextPageToken } = await api.listApprovals(req.query as ApprovalListQuery, callerOf(req));
+    if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
+    return approvals;
   });
 
   app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req) => {

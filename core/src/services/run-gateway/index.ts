@@ -2,8 +2,8 @@
  * The Run Gateway: the clients' entry point. It keeps no state: it authenticates at the edge, validates with the
  * v1 schemas, and forwards to the Run Coordinators over pooled clients, relaying answers and event streams back.
  */
-import { approvalParams, eventsQuery, listQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
-import { callerOf as caller, type CoordinatorApi, type RunListQuery } from "../run-coordinator/coordinator-api.js";
+import { approvalParams, eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { callerOf as caller, type ApprovalListQuery, type CoordinatorApi, type RunListQuery } from "../run-coordinator/coordinator-api.js";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { CALLER_HEADER, encodeCaller, type ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import type { RunStartRequest } from "@nodefabric/schemas";
@@ -106,14 +106,24 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     });
   });
 
-  app.get("/v1/runs", { schema: { querystring: listQuery } }, async (req, reply) => {
-    const q = req.query as { state?: string; limit: number; page_token?: string };
+  app.get("/v1/runs", { schema: { querystring: ref("run_list_query") } }, async (req, reply) => {
+    const q = req.query as RunListQuery;
     if (local) {
-      const { runs, nextPageToken } = await local.listRuns(q as RunListQuery, caller(req));
+      const { runs, nextPageToken } = await local.listRuns(q, caller(req));
       if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
       return runs;
     }
     return forward(coordinator, reply, "GET", "/v1/runs", { query: { ...q }, headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
+  });
+
+  app.get("/v1/approvals", { schema: { querystring: ref("approval_list_query") } }, async (req, reply) => {
+    const q = req.query as ApprovalListQuery;
+    if (local) {
+      const { approvals, nextPageToken } = await local.listApprovals(q, caller(req));
+      if (nextPageToken) reply.header("x-next-page-token", nextPageToken);
+      return approvals;
+    }
+    return forward(coordinator, reply, "GET", "/v1/approvals", { query: { ...q }, headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
   app.get("/v1/runs/:run_id", { schema: { params: runParams } }, async (req, reply) => {
