@@ -4,41 +4,14 @@
  * parked at an approval by a real PDP policy.
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { FastifyInstance } from "fastify";
-import { loadConfig } from "../src/config.js";
-import { startFabric, type RunningFabric } from "../src/fabric.js";
+import type { RunningFabric } from "../src/fabric.js";
 import { buildRunGateway } from "../src/services/run-gateway/index.js";
 import { baseOf, call, expectEnvelope, expectValid, until, type Answer } from "./support/gateway-http.js";
+import { startListingFabric } from "./support/listing-fabric.js";
 
-const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 const echoRef = { node_type_id: "demo.echo", version: "1.0.0" };
 const sleepRef = { node_type_id: "demo.sleep", version: "1.0.0" };
-
-/** Every demo.sleep waits for a person before it executes; the rest is allowed. */
-export const SLEEP_NEEDS_APPROVAL = `
-@id("allow-the-rest")
-permit(principal, action, resource);
-
-@id("approve-sleep-execute")
-@require_approval("true")
-permit(principal, action == NodeFabric::Action::"node.run.execute", resource == NodeFabric::NodeType::"demo.sleep");
-`;
-
-/** A fabric with the demo handlers and that policy; `auth` adds what `fabric dev` takes under `auth`. */
-export async function startListingFabric(auth?: Record<string, unknown>): Promise<{ fabric: RunningFabric; dataDir: string }> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-listings-"));
-  const policy = path.join(dataDir, "policy.cedar");
-  fs.writeFileSync(policy, SLEEP_NEEDS_APPROVAL);
-  const flags: Record<string, unknown> = { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"], policy };
-  if (auth) flags.auth = auth;
-  const config = loadConfig({ cwd: repoRoot, env: {}, flags: flags as never });
-  const fabric = await startFabric(config, ["node-registry", "pdp", "selection", "atomic-executor", "run-coordinator", "run-gateway"]);
-  return { fabric, dataDir };
-}
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const idsOf = (list: Array<{ run_id: string }>) => list.map((r) => r.run_id);
@@ -51,7 +24,7 @@ describe("GET /v1/approvals and GET /v1/runs filters (auth off)", () => {
   let gw: string;
 
   beforeAll(async () => {
-    ({ fabric } = await startListingFabric());
+    fabric = await startListingFabric();
     forwarding = await buildRunGateway({ logger: false, coordinatorUrl: fabric.urls["run-coordinator"]! });
     await forwarding.listen({ host: "127.0.0.1", port: 0 });
     bases = { inProcess: fabric.urls["run-gateway"]!, forwarded: baseOf(forwarding), coordinator: fabric.urls["run-coordinator"]! };
