@@ -7,8 +7,11 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import { MIGRATIONS } from "../src/migrations.js";
 
 const PG_URL = process.env.FABRIC_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const VERSIONS = MIGRATIONS.map((m) => m.version);
+const LAST = VERSIONS.at(-1)!;
 const repo = fileURLToPath(new URL("../../..", import.meta.url));
 const cli = fileURLToPath(new URL("../../../core/dist/cli/main.js", import.meta.url));
 const schema = `nf_cli_${randomBytes(6).toString("hex")}`;
@@ -37,13 +40,13 @@ describe("fabric postgres migrate", () => {
   it("applies the migrations once, then has nothing to apply", async () => {
     const first = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", schema]);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stdout).toMatch(new RegExp(`\\(schema ${schema}\\): applied 1, 2; now at version 2`));
+    expect(first.stdout).toMatch(new RegExp(`\\(schema ${schema}\\): applied ${VERSIONS.join(", ")}; now at version ${LAST}`));
     const { rows } = await admin.query(`SELECT version FROM ${schema}.nodefabric_migrations ORDER BY version`);
-    expect(rows.map((r) => r.version)).toEqual([1, 2]);
+    expect(rows.map((r) => r.version)).toEqual(VERSIONS);
 
     const again = await fabric(["postgres", "migrate", "--schema", schema], { FABRIC_STORE_URL: PG_URL });
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/is at version 2: nothing to apply/);
+    expect(again.stdout).toMatch(new RegExp(`is at version ${LAST}: nothing to apply`));
   });
 
   it("takes the schema from the store URL's ?schema=, as the stores do", async () => {
@@ -52,9 +55,9 @@ describe("fabric postgres migrate", () => {
       const url = `${PG_URL}${PG_URL.includes("?") ? "&" : "?"}schema=${other}`;
       const res = await fabric(["postgres", "migrate", "--store", url]);
       expect(res.code, res.stderr).toBe(0);
-      expect(res.stdout).toMatch(new RegExp(`\\(schema ${other}\\): applied 1, 2; now at version 2`));
+      expect(res.stdout).toMatch(new RegExp(`\\(schema ${other}\\): applied ${VERSIONS.join(", ")}; now at version ${LAST}`));
       const { rows } = await admin.query(`SELECT version FROM ${other}.nodefabric_migrations ORDER BY version`);
-      expect(rows.map((r) => r.version)).toEqual([1, 2]);
+      expect(rows.map((r) => r.version)).toEqual(VERSIONS);
       const bad = await fabric(["postgres", "migrate", "--store", `${PG_URL}?schema=no-such;thing`]);
       expect(bad.code).toBe(2);
       expect(bad.stderr).toMatch(/not a plain identifier/);
