@@ -7,6 +7,7 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import type { FastifyInstance } from "fastify";
 import type { RunningFabric } from "../src/fabric.js";
 import { buildRunGateway } from "../src/services/run-gateway/index.js";
+import { GatewayClient } from "../src/clients/gateway-client.js";
 import { baseOf, call, expectEnvelope, expectValid, until, type Answer } from "./support/gateway-http.js";
 import { startListingFabric } from "./support/listing-fabric.js";
 
@@ -213,6 +214,21 @@ describe("GET /v1/approvals and GET /v1/runs filters (auth off)", () => {
     it("tenant_id picks a tenant for a caller confined to none (auth off)", async () => {
       expect((await everywhere("/v1/runs?tenant_id=acme")).body).toEqual([]);
       expect((await everywhere(`/v1/runs?created_after=${t0}`)).body).toHaveLength(4);
+    });
+
+    it("the GatewayClient pages through both listings with their filters", async () => {
+      const client = new GatewayClient(gw);
+      try {
+        const runs = await client.listRuns({ node_type_id: "demo.echo", created_after: t0, limit: 2 });
+        expect(idsOf(runs.items)).toEqual([echo3, echo2]);
+        expect(idsOf((await client.listRuns({ node_type_id: "demo.echo", created_after: t0, limit: 2, page_token: runs.nextPageToken })).items)).toEqual([echo1]);
+        const pending = await client.listApprovals({ state: "pending", limit: 1 });
+        expect(idsOf(pending.items)).toEqual([sleep1]);
+        expect(pending.nextPageToken).toBeTruthy();
+        await expect(client.listRuns({ created_after: "soon" })).rejects.toMatchObject({ code: "invalid_request" });
+      } finally {
+        await client.close();
+      }
     });
 
     it("refuses bad filters with 400 and an ErrorEnvelope", async () => {

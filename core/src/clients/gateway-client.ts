@@ -2,7 +2,7 @@
  * Typed client of the Run Gateway: start, read and cancel runs, list them, read NodeRuns, resolve approvals,
  * and follow a run's NDJSON event stream.
  */
-import type { NodeRun, Run, RunEvent, RunStartRequest, RunState } from "@nodefabric/schemas";
+import type { Approval, ApprovalListQuery as ApprovalListQueryDoc, NodeRun, Run, RunEvent, RunListQuery as RunListQueryDoc, RunStartRequest } from "@nodefabric/schemas";
 import { HttpClient, errorFromResponse, type HttpClientOptions } from "./http-client.js";
 import { FabricError } from "../http/errors.js";
 
@@ -17,11 +17,10 @@ export interface StartedRun {
   preferenceApplied?: string;
 }
 
-export interface RunListQuery {
-  state?: RunState;
-  limit?: number;
-  page_token?: string;
-}
+/** The filters and page of GET /v1/runs (schema run_list_query). */
+export type RunListQuery = RunListQueryDoc;
+/** The filters and page of GET /v1/approvals (schema approval_list_query). */
+export type ApprovalListQuery = ApprovalListQueryDoc;
 
 export interface RunEventsOptions {
   /** Resume after this seq. */
@@ -67,6 +66,14 @@ export class GatewayClient {
   /** One page of recent runs, with the token of the next page when more remain. */
   async listRuns(query: RunListQuery = {}): Promise<{ items: Run[]; nextPageToken?: string }> {
     const res = await this.http.request<Run[]>("GET", "/v1/runs", undefined, { query: { ...query } });
+    if (res.status !== 200) throw errorFromResponse(this.http.baseUrl, res.status, res.body, res.headers);
+    const next = res.headers["x-next-page-token"];
+    return { items: res.body, nextPageToken: typeof next === "string" && next ? next : undefined };
+  }
+
+  /** One page of approvals, newest first, with the token of the next page when more remain. */
+  async listApprovals(query: ApprovalListQuery = {}): Promise<{ items: Approval[]; nextPageToken?: string }> {
+    const res = await this.http.request<Approval[]>("GET", "/v1/approvals", undefined, { query: { ...query } });
     if (res.status !== 200) throw errorFromResponse(this.http.baseUrl, res.status, res.body, res.headers);
     const next = res.headers["x-next-page-token"];
     return { items: res.body, nextPageToken: typeof next === "string" && next ? next : undefined };
