@@ -182,6 +182,12 @@ export interface AuthConfig {
   assignment_ttl_s: number;
   /** The coordinator's assignment secret (default: <data_dir>/assignment-secret, created on first start). */
   assignment_secret_file?: string;
+  /**
+   * An OpenID provider people log in with in a browser (the console): its issuer URL, and the public client (no
+   * secret; authorization code with PKCE) registered there for the console. Only told to pages; tokens are still
+   * verified with the keys above.
+   */
+  oidc?: { issuer: string; client_id: string; scope?: string };
 }
 
 const serviceEndpointSchema = {
@@ -266,6 +272,16 @@ export const CONFIG_SCHEMA = {
         audience_parameter: { enum: ["audience", "resource", "none"] },
         assignment_ttl_s: { type: "integer", minimum: 60, maximum: 86400 },
         assignment_secret_file: { type: "string", minLength: 1 },
+        oidc: {
+          type: "object",
+          additionalProperties: false,
+          required: ["issuer", "client_id"],
+          properties: {
+            issuer: { type: "string", pattern: "^https?://" },
+            client_id: { type: "string", minLength: 1 },
+            scope: { type: "string", minLength: 1 },
+          },
+        },
       },
     },
     limits: {

@@ -23,7 +23,7 @@ import { secretsFromEnv } from "@nodefabric/sdk/runtime";
 import type { EgressOptions } from "./services/atomic-executor/egress-policy.js";
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 import { loadPlugins, storesFor, type LoadedPlugin } from "./plugin-loader.js";
-import type { StoreFactory } from "./plugin.js";
+import type { PluginServiceContext, StoreFactory } from "./plugin.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -120,11 +120,24 @@ function closesWith(app: FastifyInstance, store: { close(): Promise<void> } | un
   return app;
 }
 
+/**
+ * What a service plugin is told about its fabric (`options.fabric`). Service URLs are looked up when asked: `local`
+ * is the list of this process's services, which grows as each one listens.
+ */
+export function pluginServiceContext(name: ServiceName, config: FabricConfig, local: LocalServices = []): PluginServiceContext {
+  const { mode, issuer, oidc } = config.auth;
+  return {
+    service: name,
+    serviceUrl: (n) => (local.find((s) => s.name === n)?.url ?? serviceUrl(config, n)).replace(/\/+$/, ""),
+    auth: { mode, ...(issuer ? { issuer } : {}), ...(oidc ? { oidc: { ...oidc } } : {}) },
+  };
+}
+
 /** Adds the fastify plugins that plugins give this service, after core's routes, in load order. */
-function withServicePlugins(app: FastifyInstance, name: ServiceName, plugins: readonly LoadedPlugin[]): FastifyInstance {
+function withServicePlugins(app: FastifyInstance, name: ServiceName, plugins: readonly LoadedPlugin[], context: PluginServiceContext): FastifyInstance {
   for (const p of plugins) {
     for (const entry of p.definition.services ?? []) {
-      if (entry.service === name) void app.register(entry.plugin as never, (entry.options ?? {}) as never);
+      if (entry.service === name) void app.register(entry.plugin as never, { ...entry.options, fabric: context } as never);
     }
   }
   return app;
@@ -147,7 +160,7 @@ async function handlersFor(config: FabricConfig, definitions: readonly FabricDef
 export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config), options: StartFabricOptions = {}): Promise<FastifyInstance> {
   const plugins = options.plugins ?? (await pluginsFor(config));
   const app = await buildCoreService(name, config, local, security, options, plugins);
-  return withServicePlugins(app, name, plugins);
+  return withServicePlugins(app, name, plugins, pluginServiceContext(name, config, local));
 }
 
 async function buildCoreService(name: ServiceName, config: FabricConfig, local: LocalServices, security: FabricSecurity, options: StartFabricOptions, plugins: readonly LoadedPlugin[]): Promise<FastifyInstance> {

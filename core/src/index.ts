@@ -26,9 +26,9 @@ export { SCOPES, ROUTE_ACCESS, PUBLIC_ROUTES, audienceOf, outboundScopes, type S
 export { SignedServiceTokens, ClientCredentialsServiceTokens, readSigningKey, type ServiceTokens } from "./clients/service-tokens.js";
 export { AssignmentTokens, loadOrCreateAssignmentSecret, ASSIGNMENT_TYP } from "./engine/assignment-tokens.js";
 export { buildRunGateway } from "./services/run-gateway/index.js";
-export { definePlugin, isPlugin, pluginProblem, PLUGIN_BRAND, type PluginDefinition, type PluginInput, type PluginStores, type PluginService, type StoreFactory, type StoreOpenOptions, type CommandFactory, type CommandTools } from "./plugin.js";
+export { definePlugin, isPlugin, pluginProblem, PLUGIN_BRAND, type PluginDefinition, type PluginInput, type PluginStores, type PluginService, type StoreFactory, type StoreOpenOptions, type CommandFactory, type CommandTools, type PluginServiceContext, type PluginLink } from "./plugin.js";
 export { loadPlugins, PluginLoadError, type LoadedPlugin, type LoadPluginsOptions } from "./plugin-loader.js";
-export { pluginsFor } from "./fabric.js";
+export { pluginsFor, pluginServiceContext } from "./fabric.js";
 export { openSqliteRunStore, SqliteRunStore } from "./store/sqlite-run-store.js";
 export { SqliteNodeTypeStore } from "./store/sqlite-node-type-store.js";
 export { SqliteCandidateSetStore } from "./store/candidate-set-sqlite-store.js";

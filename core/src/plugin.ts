@@ -7,6 +7,7 @@
 import type { FastifyPluginAsync, FastifyPluginCallback } from "fastify";
 import type { Command } from "commander";
 import { SERVICE_NAMES, type ServiceName } from "./http/service.js";
+import type { AuthMode } from "./http/auth-plugin.js";
 import type { RunStore } from "./store/run-store.js";
 import type { NodeTypeStore } from "./store/node-type-store.js";
 import type { CandidateSetStore } from "./store/candidate-set-store.js";
@@ -43,6 +44,40 @@ export interface PluginStores {
   candidateSets?: StoreFactory<CandidateSetStore>;
 }
 
+/**
+ * What the fabric tells a service plugin about where it runs: given to the fastify plugin as `options.fabric`, beside
+ * the entry's own `options`. It holds what a plugin cannot know by itself (other services' addresses, how callers
+ * authenticate) and no secret.
+ */
+export interface PluginServiceContext {
+  /** The service the plugin is added to. */
+  service: ServiceName;
+  /**
+   * The base URL (no trailing slash) at which clients reach a service of this fabric: `services.<name>.url` when
+   * configured, else its listening address. Ask at request time: a service on an ephemeral port started in the same
+   * process is known only once it listens, which may be after this plugin is registered.
+   */
+  serviceUrl(name: ServiceName): string;
+  /** How callers authenticate (the `auth` configuration, without keys or secrets). */
+  auth: {
+    mode: AuthMode;
+    /** The `iss` tokens must carry, when configured. */
+    issuer?: string;
+    /** The OpenID provider and public client a browser may log in with (`auth.oidc`), when configured. */
+    oidc?: { issuer: string; client_id: string; scope?: string };
+  };
+}
+
+/** A URL a plugin adds to the `fabric dev` / `fabric start` banner: `<label>: <service's URL><path>`. */
+export interface PluginLink {
+  /** What the line is called, e.g. "console". */
+  label: string;
+  /** The service serving it; the line is printed only by a process that runs this service. */
+  service: ServiceName;
+  /** The path on that service, starting with "/", e.g. "/console/". */
+  path: string;
+}
+
 /** A fastify plugin added to one service, after core's routes (encapsulated unless wrapped with fastify-plugin). */
 export interface PluginService {
   service: ServiceName;
@@ -66,6 +101,8 @@ export interface PluginInput {
   stores?: PluginStores;
   services?: readonly PluginService[];
   commands?: readonly CommandFactory[];
+  /** URLs printed in the start banner, such as a page the plugin serves. */
+  links?: readonly PluginLink[];
 }
 
 export interface PluginDefinition extends Readonly<PluginInput> {
@@ -81,9 +118,9 @@ export function pluginProblem(value: unknown): string | undefined {
   const p = value as Partial<PluginInput> & Record<string, unknown>;
   if (typeof p.name !== "string" || p.name.trim() === "") return "`name` must be a non-empty string";
   if (p.version !== undefined && typeof p.version !== "string") return "`version` must be a string";
-  const known = new Set(["name", "version", "stores", "services", "commands"]);
+  const known = new Set(["name", "version", "stores", "services", "commands", "links"]);
   const unknown = Object.keys(p).filter((k) => !known.has(k));
-  if (unknown.length > 0) return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `\`${k}\``).join(", ")} (a plugin may give name, version, stores, services, commands)`;
+  if (unknown.length > 0) return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `\`${k}\``).join(", ")} (a plugin may give name, version, stores, services, commands, links)`;
   if (p.stores !== undefined) {
     const s = p.stores as unknown;
     if (!isObject(s)) return "`stores` must be an object with `schemes` and factories for runs, nodeTypes or candidateSets";
@@ -110,6 +147,14 @@ export function pluginProblem(value: unknown): string | undefined {
     if (!Array.isArray(p.commands)) return "`commands` must be an array of functions that each return a commander Command";
     const i = (p.commands as unknown[]).findIndex((c) => typeof c !== "function");
     if (i >= 0) return `\`commands[${i}]\` must be a function that returns a commander Command`;
+  }
+  if (p.links !== undefined) {
+    if (!Array.isArray(p.links)) return "`links` must be an array of { label, service, path }";
+    for (const [i, link] of (p.links as unknown[]).entries()) {
+      if (!isObject(link) || typeof link.label !== "string" || link.label.trim() === "") return `\`links[${i}].label\` must be a non-empty string`;
+      if (!(SERVICE_NAMES as readonly unknown[]).includes(link.service)) return `\`links[${i}].service\` is ${JSON.stringify(link.service)}: it must be one of ${SERVICE_NAMES.join(", ")}`;
+      if (typeof link.path !== "string" || !link.path.startsWith("/")) return `\`links[${i}].path\` must be a path starting with "/"`;
+    }
   }
   return undefined;
 }

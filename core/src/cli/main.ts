@@ -128,6 +128,13 @@ async function run(config: FabricConfig, names: readonly ServiceName[], authLine
   if (fabric.plugins.length > 0) {
     process.stdout.write(`plugins: ${fabric.plugins.map((p) => (p.definition.version ? `${p.definition.name}@${p.definition.version}` : p.definition.name)).join(", ")}\n`);
   }
+  // What plugins serve on this process's services, such as the console (plugins' `links`).
+  for (const p of fabric.plugins) {
+    for (const link of p.definition.links ?? []) {
+      const service = fabric.services.find((s) => s.name === link.service);
+      if (service) process.stdout.write(`${link.label}: ${service.url.replace(/\/+$/, "")}${link.path}\n`);
+    }
+  }
   if (config.store?.url) process.stdout.write(`store: ${redact(config.store.url)}\n`);
   if (authLine) process.stdout.write(`${authLine}\n`);
   process.stdout.write(`data: ${config.data_dir}   stop: Ctrl-C\n`);
