@@ -1,7 +1,7 @@
 /**
  * What every NodeFabric service shares: a fastify instance with the v1 error envelope on every non-2xx,
  * Ajv2020 validation, strict JSON bodies, 405 detection, limits and load shedding by default (see edge.ts), and
- * GET /v1/health and /v1/version.
+ * GET /v1/health and /v1/version; its OpenAPI document and docs page (api-docs.ts).
  */
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
@@ -11,6 +11,7 @@ import { isLoopbackHostHeader, lingerOnClose, onClientError, resolveLimits, with
 import { SERVICE_VERSION } from "../version.js";
 import { clock } from "../clock.js";
 import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
+import { installApiDocs } from "./api-docs.js";
 import { audienceOf } from "./auth-scopes.js";
 import type { ServiceName } from "./service-names.js";
 
@@ -202,6 +203,8 @@ export function createService(options: ServiceOptions): FastifyInstance {
     done(null, payload);
   });
 
+  // Before auth, so auth finds the docs routes public; before any route, so the document sees them all.
+  installApiDocs(app, { service: options.name, auth: auth.mode });
   installAuth(app, { ...auth, service: options.name });
 
   // Strict JSON only. An empty body with a JSON content type counts as no body, so `:cancel` works from curl.
