@@ -15,6 +15,7 @@ import { StartPage } from "./pages/start";
 import { NodeTypesPage } from "./pages/node-types";
 import { NodeTypePage } from "./pages/node-type";
 import { LoginPage } from "./pages/login";
+import { isCallback } from "./oidc";
 
 /** The page for a route; every page is given the route (path segments and query). */
 function Page(props: { route: Route }) {
@@ -128,5 +129,8 @@ function App() {
     </ConfigContext.Provider>
   );
 }
+
+// Back from the identity provider (/console/callback?code=…): the login page finishes the sign-in.
+if (isCallback()) history.replaceState(null, "", `${location.pathname}${location.search}#/login`);
 
 render(<App />, document.getElementById("app")!);
