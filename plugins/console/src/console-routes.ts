@@ -47,9 +47,11 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
   if (!root) {
     // A package found by discovery in a checkout whose page is not built yet must not stop the fabric: say so instead.
     app.log.warn("@nodefabric/plugin-console: the page is not built (no dist/public/index.html); /console answers 503");
-    app.get("/console/*", { config: PUBLIC }, async () => {
+    const unbuilt = async () => {
       throw new FabricError("unavailable", "the console page is not built: run `npm run build -w @nodefabric/plugin-console`");
-    });
+    };
+    app.get("/console", { config: PUBLIC }, unbuilt);
+    app.get("/console/*", { config: PUBLIC }, unbuilt);
     return;
   }
 
@@ -73,13 +75,16 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
     return consoleConfig(fabric);
   });
 
-  app.get("/console/*", { config: PUBLIC }, async (req: FastifyRequest, reply) => {
+  const serve = async (req: FastifyRequest, reply: FastifyReply) => {
     const path = req.url.split("?")[0]!;
-    // The router ignores a trailing slash; the page's relative asset paths do not, so /console goes to /console/.
+    // The router ignores a trailing slash, so /console and /console/ both come here; the page's relative links need
+    // the slash.
     if (path === "/console") return reply.redirect(`/console/${req.url.slice(path.length)}`, 302);
-    const file = (req.params as { "*": string })["*"] ?? "";
+    const file = (req.params as { "*"?: string })["*"] ?? "";
     if (file === "" || file === "index.html" || !HAS_EXTENSION.test(file)) return sendIndex(reply);
     if (file.startsWith("assets/")) return reply.sendFile(file, root, { maxAge: 365 * 24 * 3600 * 1000, immutable: true });
     return reply.sendFile(file, root, { maxAge: 0 });
-  });
+  };
+  app.get("/console", { config: PUBLIC }, serve);
+  app.get("/console/*", { config: PUBLIC }, serve);
 }

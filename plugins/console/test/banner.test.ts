@@ -1,0 +1,37 @@
+/**
+ * `fabric dev` with the console, as a user runs it (the built CLI as a child process): the start banner names the
+ * console's URL, and that URL serves the page.
+ */
+import { describe, it, expect, afterAll } from "vitest";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { startFabricProcess, type FabricProcess } from "../../../test/e2e/fabric-cli.js";
+import { call } from "../../../core/test/support/gateway-http.js";
+
+const repo = fileURLToPath(new URL("../../..", import.meta.url));
+const pluginDir = fileURLToPath(new URL("..", import.meta.url));
+
+describe("fabric dev with the console plugin", () => {
+  let fabric: FabricProcess | undefined;
+  afterAll(async () => {
+    await fabric?.stop();
+  });
+
+  it("prints the console's URL in its banner, and serves the page there", async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-console-banner-"));
+    fabric = await startFabricProcess(["dev", "--port-base", "0", "--data-dir", dataDir, "--plugin", pluginDir], { cwd: repo });
+    const gateway = fabric.urls["run-gateway"]!;
+    let line: RegExpExecArray | null = null;
+    for (let i = 0; i < 100 && !line; i++) {
+      line = /^console: (http:\/\/\S+)$/m.exec(fabric.output());
+      if (!line) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(line?.[1]).toBe(`${gateway}/console/`);
+    expect(fabric.output()).toMatch(/^plugins: @nodefabric\/plugin-console@0\.1\.0$/m);
+    const page = await call("GET", line![1]!);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<div id="app"></div>');
+  });
+});
