@@ -7,7 +7,7 @@ import type { NodeState, NodeView, RunModel } from "./run-model";
 
 /** Up to this many children are shown one by one; more are grouped. */
 export const DIRECT_CHILDREN = 20;
-/** NodeRuns this shallow, with few children, are open until the user closes them. */
+/** NodeRuns this shallow are open until the user closes them. */
 const OPEN_DEPTH = 3;
 
 export interface NodeRow {
@@ -50,7 +50,8 @@ const STATE_ORDER: Record<NodeState, number> = { failed: 0, running: 1, assigned
 export function isNodeOpen(node: NodeView, depth: number, open: TreeOpenState): boolean {
   if (open.opened.has(node.id)) return true;
   if (open.closed.has(node.id)) return false;
-  return depth < OPEN_DEPTH && node.children.length <= DIRECT_CHILDREN;
+  // Open near the root: a NodeRun of many children shows a few collapsed groups, so opening it costs little.
+  return depth < OPEN_DEPTH;
 }
 
 interface Group {

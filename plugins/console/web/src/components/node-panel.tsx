@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, getNodeRun, type FabricErrorBody, type NodeRun, type RunEvent } from "../api";
-import type { NodeView } from "../run-model";
+import { isTerminal, type NodeView } from "../run-model";
 import { formatDuration, formatTime } from "../format";
 import { href } from "../router";
 import { ErrorView } from "./error-view";
@@ -94,6 +94,25 @@ function PolicyDecisions(props: { events: RunEvent[] }) {
   );
 }
 
+/** Every event about the NodeRun, one JSON object a line (a composite's decomposition of thousands is cut short). */
+function RawEvents(props: { events: RunEvent[] }) {
+  const [all, setAll] = useState(false);
+  const text = props.events.map((e) => JSON.stringify(e)).join("\n");
+  const cut = !all && text.length > 200_000;
+  return (
+    <div>
+      <pre class="json" data-testid="raw-events">
+        {cut ? `${text.slice(0, 200_000)}\n…` : text}
+      </pre>
+      {cut && (
+        <button type="button" class="link" onClick={() => setAll(true)}>
+          Show all {text.length.toLocaleString("en-US")} characters
+        </button>
+      )}
+    </div>
+  );
+}
+
 export function NodePanel(props: NodePanelProps) {
   const n = props.node;
   const [nodeRun, setNodeRun] = useState<NodeRun | undefined>();
@@ -177,15 +196,13 @@ export function NodePanel(props: NodePanelProps) {
       <h2>Inputs</h2>
       {shown ? <JsonView value={shown.inputs} testid="node-inputs" /> : <p class="muted">Loading…</p>}
       <h2>Outputs</h2>
-      {shown ? <JsonView value={shown.outputs} testid="node-outputs" empty={n.state === "completed" ? "none" : "none yet"} /> : <p class="muted">Loading…</p>}
+      {shown ? <JsonView value={shown.outputs} testid="node-outputs" empty={isTerminal(n.state) ? "none" : "none yet"} /> : <p class="muted">Loading…</p>}
       <h2>Attempts and retries</h2>
       <Attempts events={n.events} />
       <h2>Policy decisions</h2>
       <PolicyDecisions events={n.events} />
       <h2>Raw events</h2>
-      <pre class="json" data-testid="raw-events">
-        {n.events.map((e) => JSON.stringify(e)).join("\n")}
-      </pre>
+      <RawEvents events={n.events} />
     </aside>
   );
 }

@@ -92,6 +92,7 @@ export function NodeTree(props: NodeTreeProps) {
           <span class="label" title={`${n.nodeTypeId}@${n.version} · ${n.id}`}>
             <span class="mono">{n.nodeTypeId}</span>
             <span class="muted">@{n.version}</span>
+            {row.depth > 0 && <span class="muted mono"> · {n.id.slice(-6)}</span>}
             {n.children.length > 0 && <span class="muted"> · {formatCount(n.children.length)} children</span>}
             {n.approvalId && <span class="badge pending"> waits for approval</span>}
           </span>
