@@ -140,4 +140,74 @@ describe("TickWriter", () => {
     expect(second.map((e) => e.seq)).toEqual([1]);
     expect(calls).toBe(2);
   }, 5_000);
+
+  it("keeps up to applyConcurrency batches under way, never two with the same run, each run's writes in order", async () => {
+    const inner = open();
+    const active = new Set<string>();
+    let underWay = 0;
+    let most = 0;
+    let applies = 0;
+    const overlaps: string[] = [];
+    const store = Object.create(inner) as RunStore;
+    Object.defineProperty(store, "applyConcurrency", { value: 3 });
+    store.apply = async (batch: WriteBatch) => {
+      applies++;
+      const runs = new Set([...(batch.runs ?? []).map((r) => r.run_id), ...(batch.events ?? []).map((e) => e.run_id)]);
+      for (const id of runs) if (active.has(id)) overlaps.push(id);
+      for (const id of runs) active.add(id);
+      most = Math.max(most, ++underWay);
+      // A commit that takes a while, as a round trip to a server does; later ones may finish first.
+      await new Promise((r) => setTimeout(r, 5 + ((applies * 7) % 11)));
+      try {
+        return await inner.apply(batch);
+      } finally {
+        underWay--;
+        for (const id of runs) active.delete(id);
+      }
+    };
+    const published: RunEvent[] = [];
+    const writer = new TickWriter(store, (events) => published.push(...events));
+    const runs = Array.from({ length: 6 }, () => makeRun());
+    const writes: Array<Promise<RunEvent[]>> = [];
+    // Six ticks: each starts two runs; then four more ticks of events for every run while earlier ones are under way.
+    for (let t = 0; t < 3; t++) {
+      for (const r of runs.slice(2 * t, 2 * t + 2)) writes.push(writer.write({ runs: [r], events: [makeEvent(r.run_id, { type: "run_started" })] }));
+      await new Promise((r) => setImmediate(r));
+    }
+    for (let t = 0; t < 4; t++) {
+      for (const r of runs) writes.push(writer.write({ events: [makeEvent(r.run_id)] }));
+      await new Promise((r) => setImmediate(r));
+    }
+    await writer.drain();
+    expect(underWay).toBe(0);
+    await Promise.all(writes);
+    expect(overlaps).toEqual([]);
+    expect(most).toBe(3);
+    for (const r of runs) {
+      // Stored gapless and published in seq order, as written.
+      expect((await inner.listEvents(r.run_id, -1, 100)).map((e) => e.seq)).toEqual([0, 1, 2, 3, 4]);
+      expect(published.filter((e) => e.run_id === r.run_id).map((e) => e.seq)).toEqual([0, 1, 2, 3, 4]);
+    }
+  }, 10_000);
+
+  it("drain waits for every batch under way", async () => {
+    const inner = open();
+    const store = Object.create(inner) as RunStore;
+    Object.defineProperty(store, "applyConcurrency", { value: 2 });
+    let committed = 0;
+    store.apply = async (batch: WriteBatch) => {
+      await new Promise((r) => setTimeout(r, 20));
+      const out = await inner.apply(batch);
+      committed++;
+      return out;
+    };
+    const writer = new TickWriter(store, () => undefined);
+    const a = makeRun();
+    const b = makeRun();
+    void writer.write({ runs: [a], events: [makeEvent(a.run_id, { type: "run_started" })] });
+    await new Promise((r) => setImmediate(r));
+    void writer.write({ runs: [b], events: [makeEvent(b.run_id, { type: "run_started" })] });
+    await writer.drain();
+    expect(committed).toBe(2);
+  }, 5_000);
 });

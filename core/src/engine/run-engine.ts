@@ -89,6 +89,11 @@ export class RunEngine {
     }
   }
 
+  /** The store as the engine reads it: with a shared store, through the cache of the runs this coordinator holds. */
+  get store(): RunStore {
+    return this.o.store;
+  }
+
   /** The base URL composite executors call back; set once the coordinator listens. */
   get coordinatorEndpoint(): string {
     return this.dispatcher.coordinatorEndpoint;

@@ -5,6 +5,11 @@
  * One caller's part can never fail the others: when the tick's combined transaction fails (a document that cannot be
  * serialized, a constraint of the store), each part is applied again on its own, in the order written, so only the
  * parts that fail by themselves are rejected, with their own error, and the rest commit as they would have.
+ *
+ * A store that commits concurrently (`applyConcurrency` > 1, a database server) gets up to that many batches at
+ * once, so the engine keeps writing while a commit is on its way. Batches under way together never share a run: a
+ * part touching a run that a batch under way also touches waits for it, and so does every later part of that run,
+ * so each run's writes still commit, and publish their events, in the order they were written.
  */
 import type { RunEvent } from "@nodefabric/schemas";
 import type { ApprovalRecord, NewRunEvent, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
@@ -19,31 +24,70 @@ interface Part {
 export class TickWriter {
   private parts: Part[] = [];
   private scheduled = false;
-  private flushing: Promise<void> = Promise.resolve();
+  /** Runs touched by the batches under way. */
+  private readonly busy = new Map<string, number>();
+  private underWay = 0;
+  private readonly maxUnderWay: number;
+  private idle: (() => void)[] = [];
 
   constructor(
     private readonly store: RunStore,
     private readonly onCommitted: (events: RunEvent[]) => void,
-  ) {}
+  ) {
+    this.maxUnderWay = Math.max(1, Math.floor(store.applyConcurrency ?? 1));
+  }
 
   /** Queues a part of this tick's batch; resolves with its events (seq set) once it is durable. */
   write(part: WriteBatch): Promise<RunEvent[]> {
     const done = new Promise<RunEvent[]>((resolve, reject) => this.parts.push({ batch: part, resolve, reject }));
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => {
-        // flush never rejects, so the chain always runs the next tick.
-        this.flushing = this.flushing.then(() => this.flush());
-      });
-    }
+    this.schedule();
     return done;
   }
 
-  private async flush(): Promise<void> {
-    this.scheduled = false;
-    const parts = this.parts;
-    this.parts = [];
-    if (parts.length === 0) return;
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.startBatches();
+    });
+  }
+
+  /** Starts as many batches as the store takes, from the parts whose runs no batch under way touches. */
+  private startBatches(): void {
+    while (this.parts.length > 0 && this.underWay < this.maxUnderWay) {
+      const go: Part[] = [];
+      const wait: Part[] = [];
+      // Runs of parts held back: a later part of the same run must not overtake them.
+      const heldBack = new Set<string>();
+      for (const p of this.parts) {
+        const runs = runsOf(p.batch);
+        if (runs.some((id) => this.busy.has(id) || heldBack.has(id))) {
+          for (const id of runs) heldBack.add(id);
+          wait.push(p);
+        } else go.push(p);
+      }
+      this.parts = wait;
+      if (go.length === 0) return;
+      const runs = new Set<string>();
+      for (const p of go) for (const id of runsOf(p.batch)) runs.add(id);
+      for (const id of runs) this.busy.set(id, (this.busy.get(id) ?? 0) + 1);
+      this.underWay++;
+      void this.flush(go).finally(() => {
+        for (const id of runs) {
+          const n = this.busy.get(id)! - 1;
+          if (n === 0) this.busy.delete(id);
+          else this.busy.set(id, n);
+        }
+        this.underWay--;
+        if (this.parts.length > 0) this.startBatches();
+        if (this.underWay === 0 && this.parts.length === 0) for (const resolve of this.idle.splice(0)) resolve();
+      });
+    }
+  }
+
+  /** Applies parts as one batch; never rejects. */
+  private async flush(parts: Part[]): Promise<void> {
     if (parts.length === 1) {
       await this.applyAlone(parts[0]);
       return;
@@ -88,9 +132,19 @@ export class TickWriter {
 
   /** Resolves once everything queued so far is committed. */
   async drain(): Promise<void> {
-    if (this.scheduled || this.parts.length) await this.write({}).catch(() => undefined);
-    await this.flushing;
+    if (this.underWay === 0 && this.parts.length === 0 && !this.scheduled) return;
+    await new Promise<void>((resolve) => this.idle.push(resolve));
   }
+}
+
+/** The runs a part writes to. */
+function runsOf(batch: WriteBatch): string[] {
+  const ids = new Set<string>();
+  if (batch.runs) for (const r of batch.runs) ids.add(r.run_id);
+  if (batch.nodeRuns) for (const n of batch.nodeRuns) ids.add(n.run_id);
+  if (batch.approvals) for (const a of batch.approvals) ids.add(a.run_id);
+  if (batch.events) for (const e of batch.events) ids.add(e.run_id);
+  return [...ids];
 }
 
 /** The parts of a tick as one batch: one upsert per record (the last written), every event in order. */

@@ -22,12 +22,16 @@ import {
 
 /** Records kept at most; the oldest go first. */
 const MAX_RECORDS = 20_000;
+/** Ended runs kept: a run that ended never changes again, so any copy of it stays true. */
+const MAX_ENDED = 4_096;
 
 const copy = <T>(value: T): T => structuredClone(value);
 
 export class HeldRunCache implements RunStore {
   private readonly runs = new Map<string, RunRecord>();
   private readonly nodeRuns = new Map<string, NodeRunRecord>();
+  /** Runs that ended (held or not): `Prefer: wait` and clients read them once more right after the end. */
+  private readonly ended = new Map<string, RunRecord>();
   readonly shared: SharedRunStore;
 
   constructor(private readonly inner: RunStore & { shared: SharedRunStore }) {
@@ -41,10 +45,18 @@ export class HeldRunCache implements RunStore {
     for (const [id, nr] of this.nodeRuns) if (lost.has(nr.run_id)) this.nodeRuns.delete(id);
   }
 
-  private keep<T>(map: Map<string, T>, id: string, value: T): void {
+  private keep<T>(map: Map<string, T>, id: string, value: T, max = MAX_RECORDS): void {
     map.delete(id);
     map.set(id, value);
-    if (map.size > MAX_RECORDS) map.delete(map.keys().next().value as string);
+    if (map.size > max) map.delete(map.keys().next().value as string);
+  }
+
+  private keepRun(r: RunRecord): void {
+    if (TERMINAL_STATES.has(r.state)) {
+      this.runs.delete(r.run_id);
+      this.keep(this.ended, r.run_id, r, MAX_ENDED);
+    } else if (this.shared.holds(r.run_id)) this.keep(this.runs, r.run_id, r);
+    else this.runs.delete(r.run_id);
   }
 
   private keepNodeRun(nr: NodeRunRecord): void {
@@ -52,15 +64,16 @@ export class HeldRunCache implements RunStore {
     else this.keep(this.nodeRuns, nr.node_run_id, copy(nr));
   }
 
+  get applyConcurrency(): number | undefined {
+    return this.inner.applyConcurrency;
+  }
+
   async apply(batch: WriteBatch): Promise<RunEvent[]> {
     // Copied before the write: the caller may change its records while the transaction is under way.
     const runs = batch.runs?.map(copy);
     const nodeRuns = batch.nodeRuns?.map(copy);
     const events = await this.inner.apply(batch);
-    for (const r of runs ?? []) {
-      if (TERMINAL_STATES.has(r.state) || !this.shared.holds(r.run_id)) this.runs.delete(r.run_id);
-      else this.keep(this.runs, r.run_id, r);
-    }
+    for (const r of runs ?? []) this.keepRun(r);
     for (const nr of nodeRuns ?? []) this.keepNodeRun(nr);
     return events;
   }
@@ -68,8 +81,10 @@ export class HeldRunCache implements RunStore {
   async getRun(runId: string): Promise<RunRecord | undefined> {
     const kept = this.runs.get(runId);
     if (kept && this.shared.holds(runId)) return copy(kept);
+    const ended = this.ended.get(runId);
+    if (ended) return copy(ended);
     const rec = await this.inner.getRun(runId);
-    if (rec && !TERMINAL_STATES.has(rec.state) && this.shared.holds(runId)) this.keep(this.runs, runId, copy(rec));
+    if (rec) this.keepRun(copy(rec));
     return rec;
   }
 

@@ -122,6 +122,12 @@ export interface ClaimOptions {
 export interface RunStore {
   /** Applies a batch in one transaction and returns its events with their seq, in batch order. */
   apply(batch: WriteBatch): Promise<RunEvent[]>;
+  /**
+   * How many `apply` calls the engine may have under way at once (default 1). Batches under way together never
+   * touch the same run, so a store whose transactions run concurrently (a server with a pool) can take several: the
+   * engine then keeps writing while a commit travels. A store that applies on the caller's thread needs only 1.
+   */
+  readonly applyConcurrency?: number;
 
   getRun(runId: string): Promise<RunRecord | undefined>;
   /**

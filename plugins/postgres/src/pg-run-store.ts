@@ -198,6 +198,14 @@ export class PgRunStore implements RunStore, SharedRunStore {
     return new PgRunStore(pool, target, channelOf(rows[0]?.schema ?? "public"));
   }
 
+  /**
+   * Batches the engine may have under way at once: each takes a pooled connection for its transaction, so a few
+   * overlap their round trips while the rest of the pool stays free for claims, reads and renewals.
+   */
+  get applyConcurrency(): number {
+    return Math.max(1, Math.min(4, (this.pool.options.max ?? 10) - 2));
+  }
+
   /** This store as a SharedRunStore. */
   get shared(): SharedRunStore {
     return this;

@@ -85,4 +85,31 @@ describe("HeldRunCache", () => {
     cacheA.forget(lost);
     expect((await cacheA.getRun(run.run_id))!.state).toBe("completed");
   });
+
+  it("answers an ended run from memory: it never changes again", async () => {
+    const [a, , schema] = await two();
+    const cache = new HeldRunCache(a);
+    const run = makeRun({ state: "running" });
+    await cache.apply({ runs: [run], events: [makeEvent(run.run_id, { type: "run_started", data: {} })] });
+    const ended = { ...run, state: "completed" as const, run: { ...run.run, state: "completed" as const } };
+    await cache.apply({ runs: [ended], events: [makeEvent(run.run_id, { type: "run_completed", data: { state: "completed" } })] });
+
+    // Even with the row gone from the database, the ended run reads as it was committed.
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      await admin.query(`DELETE FROM ${schema}.events WHERE run_id = $1`, [run.run_id]);
+      await admin.query(`DELETE FROM ${schema}.runs WHERE run_id = $1`, [run.run_id]);
+    } finally {
+      await admin.end();
+    }
+    const read = (await cache.getRun(run.run_id))!;
+    expect(read.state).toBe("completed");
+    expect(read.run.state).toBe("completed");
+    read.run.state = "failed";
+    expect((await cache.getRun(run.run_id))!.run.state).toBe("completed");
+    // A run it never saw is read from the database.
+    expect(await cache.getRun("run_nobody_has")).toBeUndefined();
+  });
 });
+

@@ -45,7 +45,7 @@ export class CoordinatorApi {
   async startRun(req: RunStartRequest, caller: Caller, waitSeconds?: number): Promise<Run> {
     const run = await this.engine.startRun(req, caller);
     if (waitSeconds === undefined) return run;
-    return waitForRunEnd(this.engine, this.store, run, waitSeconds * 1000);
+    return waitForRunEnd(this.engine, this.engine.store, run, waitSeconds * 1000);
   }
 
   async getRun(runId: string, caller: Caller): Promise<Run> {
