@@ -12,6 +12,7 @@ const GAP_X = 64;
 const GAP_Y = 24;
 const PAD = 12;
 const MAX_LABEL = 26;
+const LANE_GAP = 10;
 
 function clip(text: string): string {
   return text.length > MAX_LABEL ? `${text.slice(0, MAX_LABEL - 1)}…` : text;
@@ -21,9 +22,13 @@ const x = (column: number) => PAD + column * (BOX_W + GAP_X);
 const y = (row: number) => PAD + row * (BOX_H + GAP_Y);
 
 export function PlanGraph({ graph, nodeTypeHref }: { graph: Graph; nodeTypeHref(ref: string): string | undefined }) {
-  const width = PAD * 2 + graph.columns * BOX_W + Math.max(0, graph.columns - 1) * GAP_X;
-  const height = PAD * 2 + graph.rows * BOX_H + Math.max(0, graph.rows - 1) * GAP_Y;
   const byId = new Map(graph.steps.map((s) => [s.id, s]));
+  // An edge that skips a column would cross the boxes between; it runs in a lane of its own below every box instead.
+  const long = graph.edges.filter(([from, to]) => byId.get(to)!.column - byId.get(from)!.column > 1);
+  const boxesBottom = PAD + graph.rows * BOX_H + Math.max(0, graph.rows - 1) * GAP_Y;
+  const laneY = (i: number) => boxesBottom + LANE_GAP * (i + 1);
+  const width = PAD * 2 + graph.columns * BOX_W + Math.max(0, graph.columns - 1) * GAP_X;
+  const height = boxesBottom + PAD + LANE_GAP * long.length;
   return (
     <div class="plan-graph-scroll">
       <svg
@@ -47,7 +52,13 @@ export function PlanGraph({ graph, nodeTypeHref }: { graph: Graph; nodeTypeHref(
           const y1 = y(a.row) + BOX_H / 2;
           const x2 = x(b.column);
           const y2 = y(b.row) + BOX_H / 2;
+          const lane = long.findIndex(([f, t]) => f === from && t === to);
           const mid = (x1 + x2) / 2;
+          const d =
+            lane < 0
+              ? `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`
+              : `M ${x1} ${y1} C ${x1 + GAP_X / 2} ${y1}, ${x1} ${laneY(lane)}, ${x1 + GAP_X / 2} ${laneY(lane)} ` +
+                `L ${x2 - GAP_X / 2} ${laneY(lane)} C ${x2} ${laneY(lane)}, ${x2 - GAP_X / 2} ${y2}, ${x2} ${y2}`;
           return (
             <path
               key={`${from}->${to}`}
@@ -55,7 +66,7 @@ export function PlanGraph({ graph, nodeTypeHref }: { graph: Graph; nodeTypeHref(
               data-from={from}
               data-to={to}
               class="plan-edge"
-              d={`M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`}
+              d={d}
               marker-end="url(#plan-arrow)"
             />
           );

@@ -124,7 +124,9 @@ function ObjectField({ s, value, onChange, pointer, label, required }: InputProp
   const requiredNames = new Set(Array.isArray(s.required) ? (s.required as string[]) : []);
   const obj = value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
   const title = typeof s.title === "string" ? s.title : label;
-  const body = Object.entries(props).map(([name, sub]) => (
+  // Required fields first: the registry stores schemas with their keys sorted, so the author's order is gone anyway.
+  const names = Object.keys(props).sort((a, b) => Number(requiredNames.has(b)) - Number(requiredNames.has(a)));
+  const body = names.map((name) => [name, props[name]] as const).map(([name, sub]) => (
     <Field
       key={name}
       schema={sub}
