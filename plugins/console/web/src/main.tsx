@@ -111,6 +111,11 @@ function App() {
   useEffect(() => {
     loadConfig().then(setConfig, (err: Error) => setFailure(err.message));
   }, []);
+  // With auth required and no token, every page would only meet a 401: go to the login page at once.
+  const mustSignIn = config !== undefined && config.auth.required && !getToken() && route.path[0] !== "login";
+  useEffect(() => {
+    if (mustSignIn) navigate(["login"], { next: route.raw || "/runs" }, true);
+  }, [mustSignIn, route.raw]);
   if (failure) {
     return (
       <main class="page">
@@ -120,6 +125,7 @@ function App() {
     );
   }
   if (!config) return <main class="page muted">Loading…</main>;
+  if (mustSignIn) return <main class="page muted">Sign in to use the console…</main>;
   return (
     <ConfigContext.Provider value={config}>
       <Nav route={route} config={config} />
