@@ -76,7 +76,12 @@ describe("the start form's validation", () => {
   });
 
   it("keeps the server's details.errors beside the fields too", () => {
-    const errors = serverFieldErrors({ errors: [{ path: "/input/city", message: "must be a string" }, { path: "/run_id", message: "bad id" }] });
+    const errors = serverFieldErrors({
+      errors: [
+        { path: "/input/city", message: "must be a string" },
+        { path: "/run_id", message: "bad id" },
+      ],
+    });
     expect(Object.fromEntries(errors)).toEqual({ "/city": ["must be a string"], "": ["/run_id: bad id"] });
   });
 });

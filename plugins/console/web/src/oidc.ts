@@ -117,7 +117,10 @@ export async function finishCallback(): Promise<{ accessToken: string; remember:
   });
   const body = (await res.json().catch(() => ({}))) as { access_token?: unknown; error?: unknown; error_description?: unknown };
   if (!res.ok || typeof body.access_token !== "string") {
-    const why = typeof body.error === "string" ? `${body.error}${typeof body.error_description === "string" ? `: ${body.error_description}` : ""}` : `status ${res.status}`;
+    const why =
+      typeof body.error === "string"
+        ? `${body.error}${typeof body.error_description === "string" ? `: ${body.error_description}` : ""}`
+        : `status ${res.status}`;
     throw new Error(`the provider did not give a token (${why})`);
   }
   return { accessToken: body.access_token, remember: pending.remember, next: pending.next };

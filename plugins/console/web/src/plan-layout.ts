@@ -97,7 +97,8 @@ export function layoutPlan(plan: { steps: RawStep[]; outputs?: unknown }): PlanG
     const row = rowsUsed[column] ?? 0;
     rowsUsed[column] = row + 1;
     const ref = s.node_type_ref ?? {};
-    const nodeType = id === OUTPUTS_ID ? "" : typeof ref.node_type_id === "string" ? `${ref.node_type_id}@${typeof ref.version === "string" ? ref.version : "?"}` : "?";
+    const nodeType =
+      id === OUTPUTS_ID ? "" : typeof ref.node_type_id === "string" ? `${ref.node_type_id}@${typeof ref.version === "string" ? ref.version : "?"}` : "?";
     return { id, nodeType, forEach: s.for_each !== undefined, when: s.when !== undefined, deps: depsOf.get(id)!, column, row };
   });
   const edges: Array<[string, string]> = [];

@@ -59,17 +59,7 @@ export function PlanGraph({ graph, nodeTypeHref }: { graph: Graph; nodeTypeHref(
               ? `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2} ${y2}`
               : `M ${x1} ${y1} C ${x1 + GAP_X / 2} ${y1}, ${x1} ${laneY(lane)}, ${x1 + GAP_X / 2} ${laneY(lane)} ` +
                 `L ${x2 - GAP_X / 2} ${laneY(lane)} C ${x2} ${laneY(lane)}, ${x2 - GAP_X / 2} ${y2}, ${x2} ${y2}`;
-          return (
-            <path
-              key={`${from}->${to}`}
-              data-testid="plan-edge"
-              data-from={from}
-              data-to={to}
-              class="plan-edge"
-              d={d}
-              marker-end="url(#plan-arrow)"
-            />
-          );
+          return <path key={`${from}->${to}`} data-testid="plan-edge" data-from={from} data-to={to} class="plan-edge" d={d} marker-end="url(#plan-arrow)" />;
         })}
         {graph.steps.map((s) => {
           const isOutputs = s.id === OUTPUTS_ID;

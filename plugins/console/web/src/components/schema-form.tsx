@@ -71,7 +71,8 @@ function Label({ s, pointer, label, required }: { s: JsonSchema; pointer: string
       {title}
       {required && (
         <span class="required" title="required">
-          {" "}*
+          {" "}
+          *
         </span>
       )}
       {typeof s.title === "string" && label !== "" && <code class="field-key">{label}</code>}
@@ -126,21 +127,23 @@ function ObjectField({ s, value, onChange, pointer, label, required }: InputProp
   const title = typeof s.title === "string" ? s.title : label;
   // Required fields first: the registry stores schemas with their keys sorted, so the author's order is gone anyway.
   const names = Object.keys(props).sort((a, b) => Number(requiredNames.has(b)) - Number(requiredNames.has(a)));
-  const body = names.map((name) => [name, props[name]] as const).map(([name, sub]) => (
-    <Field
-      key={name}
-      schema={sub}
-      value={obj?.[name]}
-      onChange={(child) => {
-        const next = withChild(obj ?? {}, name, child);
-        // An optional object left empty is left out, rather than sent as {}.
-        onChange(!required && pointer !== "" && Object.keys(next as object).length === 0 ? undefined : next);
-      }}
-      pointer={`${pointer}/${pointerSegment(name)}`}
-      label={name}
-      required={requiredNames.has(name)}
-    />
-  ));
+  const body = names
+    .map((name) => [name, props[name]] as const)
+    .map(([name, sub]) => (
+      <Field
+        key={name}
+        schema={sub}
+        value={obj?.[name]}
+        onChange={(child) => {
+          const next = withChild(obj ?? {}, name, child);
+          // An optional object left empty is left out, rather than sent as {}.
+          onChange(!required && pointer !== "" && Object.keys(next as object).length === 0 ? undefined : next);
+        }}
+        pointer={`${pointer}/${pointerSegment(name)}`}
+        label={name}
+        required={requiredNames.has(name)}
+      />
+    ));
   if (pointer === "") {
     return (
       <>
@@ -194,8 +197,9 @@ function ArrayField({ s, value, onChange, pointer, label, required }: InputProps
             />
             <button
               type="button"
-             
-              class="secondary" data-testid="array-remove"
+
+              class="secondary"
+              data-testid="array-remove"
               disabled={items.length <= min}
               onClick={() => {
                 const next = items.filter((_, j) => j !== i);
@@ -207,7 +211,13 @@ function ArrayField({ s, value, onChange, pointer, label, required }: InputProps
           </li>
         ))}
       </ol>
-      <button type="button" class="secondary" data-testid="array-add" disabled={items.length >= max} onClick={() => onChange([...items, initialValue(itemSchema, root, 1) ?? emptyOf(itemSchema)])}>
+      <button
+        type="button"
+        class="secondary"
+        data-testid="array-add"
+        disabled={items.length >= max}
+        onClick={() => onChange([...items, initialValue(itemSchema, root, 1) ?? emptyOf(itemSchema)])}
+      >
         Add {typeof itemSchema.title === "string" ? itemSchema.title : "item"}
       </button>
     </fieldset>

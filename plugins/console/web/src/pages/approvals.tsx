@@ -18,7 +18,10 @@ type Outcome = { kind: "busy" } | { kind: "done"; decision: "approved" | "reject
 
 function explain(err: unknown): { text: string; gone: boolean } {
   if (err instanceof ApiError) {
-    if (err.status === 409) return { text: `Already decided: ${err.message}`, gone: true };
+    if (err.status === 409) {
+      const state = (err.envelope?.error?.details as { approval_state?: unknown } | undefined)?.approval_state;
+      return { text: `Already ${typeof state === "string" ? state : "decided"}, elsewhere: ${err.message}`, gone: true };
+    }
     if (err.status === 404) return { text: `No longer there: ${err.message}`, gone: true };
     if (err.status === 403) {
       const scope = (err.envelope?.error?.details as { required_scope?: unknown } | undefined)?.required_scope;
@@ -91,24 +94,26 @@ export function ApprovalsPage(_props: { route: Route }) {
           Nothing is waiting for a person{tokens.length > 1 ? " on this page" : ""}.
         </p>
       ) : (
-        <table class="table approvals-table" data-testid="approvals-table">
-          <thead>
-            <tr>
-              <th>Run</th>
-              <th>NodeRun</th>
-              <th>Node type</th>
-              <th>Checkpoint</th>
-              <th>Reason</th>
-              <th>Asked</th>
-              <th>Decision</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((a) => (
-              <ApprovalRow key={a.approval_id} a={a} outcome={outcomes[a.approval_id]} act={act} />
-            ))}
-          </tbody>
-        </table>
+        <div class="table-scroll">
+          <table class="table approvals-table" data-testid="approvals-table">
+            <thead>
+              <tr>
+                <th>Run</th>
+                <th>NodeRun</th>
+                <th>Node type</th>
+                <th>Checkpoint</th>
+                <th>Reason</th>
+                <th>Asked</th>
+                <th>Decision</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((a) => (
+                <ApprovalRow key={a.approval_id} a={a} outcome={outcomes[a.approval_id]} act={act} />
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       <nav class="pager">
         <button type="button" class="secondary" data-testid="approvals-newer" disabled={tokens.length <= 1} onClick={() => setTokens((t) => t.slice(0, -1))}>

@@ -51,7 +51,7 @@ export function LoginPage({ route }: { route: Route }) {
       return;
     }
     if (/\s/.test(t)) {
-      setProblem("A token has no spaces in it: paste the token alone, without \"Bearer\".");
+      setProblem('A token has no spaces in it: paste the token alone, without "Bearer".');
       return;
     }
     setToken(t, remember);
@@ -84,7 +84,7 @@ export function LoginPage({ route }: { route: Route }) {
         <div class="oidc">
           <button
             type="button"
-           
+
             data-testid="oidc-login"
             disabled={busy}
             onClick={() => {
@@ -146,7 +146,9 @@ function hostOf(issuer: string): string {
 function SignedIn({ token }: { token: string }) {
   const claims = tokenClaims(token);
   const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined);
-  const scopes = [claims?.scope, claims?.scp].flatMap((s) => (typeof s === "string" ? s.split(" ").filter(Boolean) : Array.isArray(s) ? s.filter((x): x is string => typeof x === "string") : []));
+  const scopes = [claims?.scope, claims?.scp].flatMap((s) =>
+    typeof s === "string" ? s.split(" ").filter(Boolean) : Array.isArray(s) ? s.filter((x): x is string => typeof x === "string") : [],
+  );
   const exp = typeof claims?.exp === "number" ? new Date(claims.exp * 1000) : undefined;
   const expired = exp !== undefined && exp.getTime() < Date.now();
   return (
@@ -159,7 +161,9 @@ function SignedIn({ token }: { token: string }) {
           <dt>Tenant</dt>
           <dd data-testid="signed-in-tenant">{str(claims.tenant_id) ?? <span class="muted">none: not confined to a tenant</span>}</dd>
           <dt>Scopes</dt>
-          <dd data-testid="signed-in-scopes">{scopes.length > 0 ? [...new Set(scopes)].map((s) => <code key={s}>{s} </code>) : <span class="muted">(none)</span>}</dd>
+          <dd data-testid="signed-in-scopes">
+            {scopes.length > 0 ? [...new Set(scopes)].map((s) => <code key={s}>{s} </code>) : <span class="muted">(none)</span>}
+          </dd>
           {str(claims.iss) && (
             <>
               <dt>Issuer</dt>
@@ -180,8 +184,8 @@ function SignedIn({ token }: { token: string }) {
         <p class="muted">The token is not a JWT the page can read; the fabric will tell whether it accepts it.</p>
       )}
       <p class="muted small">
-        {isRemembered() ? "Kept in this browser's localStorage (remembered on this device)." : "Kept in this tab's sessionStorage (gone when the tab closes)."} What is shown
-        here is what the token claims; the page does not verify it, the fabric does.
+        {isRemembered() ? "Kept in this browser's localStorage (remembered on this device)." : "Kept in this tab's sessionStorage (gone when the tab closes)."}{" "}
+        What is shown here is what the token claims; the page does not verify it, the fabric does.
       </p>
       <button type="button" class="secondary" data-testid="login-sign-out" onClick={() => clearToken()}>
         Sign out

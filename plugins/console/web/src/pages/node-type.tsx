@@ -33,7 +33,11 @@ export function NodeTypePage({ route }: { route: Route }) {
       (err: unknown) => {
         if (!live) return;
         setNt(undefined);
-        setError(err instanceof ApiError && err.status === 404 ? `Not found: no node type ${id}${version ? ` at version ${version}` : ""} in the registry.` : String((err as Error).message ?? err));
+        setError(
+          err instanceof ApiError && err.status === 404
+            ? `Not found: no node type ${id}${version ? ` at version ${version}` : ""} in the registry.`
+            : String((err as Error).message ?? err),
+        );
       },
     );
     return () => {
@@ -105,7 +109,10 @@ export function NodeTypePage({ route }: { route: Route }) {
           <p class="muted">
             Each box is a step and the node type it calls; an arrow leads from a step to the steps that wait for it. Stacked boxes fan out (for_each).
           </p>
-          <PlanGraph graph={graph} nodeTypeHref={(ref) => (ref.includes("@") ? nodeTypeHref(ref.slice(0, ref.lastIndexOf("@")), ref.slice(ref.lastIndexOf("@") + 1)) : undefined)} />
+          <PlanGraph
+            graph={graph}
+            nodeTypeHref={(ref) => (ref.includes("@") ? nodeTypeHref(ref.slice(0, ref.lastIndexOf("@")), ref.slice(ref.lastIndexOf("@") + 1)) : undefined)}
+          />
         </section>
       )}
 

@@ -13,7 +13,12 @@ const SHOWN_AT_FIRST = 100;
 const TYPING_PAUSE_MS = 150;
 
 export function ServedBadge({ served }: { served: Served }) {
-  if (served === undefined) return <span class="badge unknown" data-testid="node-type-served" title="the executor directory could not be read">served: ?</span>;
+  if (served === undefined)
+    return (
+      <span class="badge unknown" data-testid="node-type-served" title="the executor directory could not be read">
+        served: ?
+      </span>
+    );
   const n = served.executors.length;
   return n > 0 ? (
     <span class="badge ok" data-testid="node-type-served" title={served.executors.map((e) => `${e.executor_instance_id} (${e.endpoint})`).join("\n")}>
@@ -82,7 +87,9 @@ export function NodeTypesPage({ route }: { route: Route }) {
           The registry could not be read: {String((error as Error).message ?? error)}
         </p>
       )}
-      {catalogue && catalogue.executors === undefined && <p class="notice">The executor directory could not be read, so whether each node type is served is unknown.</p>}
+      {catalogue && catalogue.executors === undefined && (
+        <p class="notice">The executor directory could not be read, so whether each node type is served is unknown.</p>
+      )}
       {!catalogue && error === undefined && <p class="muted">Loading…</p>}
       {catalogue && (
         <table class="table node-types-table" data-testid="node-types-table">

@@ -43,7 +43,13 @@ export function StartPage({ route }: { route: Route }) {
         setVersions(vs);
         if (version === "") setVersion(nt.version);
       },
-      (err: unknown) => live && setLoadError(err instanceof ApiError && err.status === 404 ? `No node type ${typeId}${version ? `@${version}` : ""} in the registry.` : String((err as Error).message ?? err)),
+      (err: unknown) =>
+        live &&
+        setLoadError(
+          err instanceof ApiError && err.status === 404
+            ? `No node type ${typeId}${version ? `@${version}` : ""} in the registry.`
+            : String((err as Error).message ?? err),
+        ),
     );
     return () => {
       live = false;
@@ -77,7 +83,12 @@ export function StartPage({ route }: { route: Route }) {
         </label>
         <label>
           Version
-          <select data-testid="start-version" value={version} disabled={versions.length === 0} onChange={(e) => setVersion((e.currentTarget as HTMLSelectElement).value)}>
+          <select
+            data-testid="start-version"
+            value={version}
+            disabled={versions.length === 0}
+            onChange={(e) => setVersion((e.currentTarget as HTMLSelectElement).value)}
+          >
             {versions.map((v) => (
               <option key={v} value={v}>
                 {v}
@@ -156,7 +167,10 @@ function StartForm({ nodeType }: { nodeType: NodeType }) {
     if (found.size > 0) return;
     setSending(true);
     try {
-      const run = await startRun({ root_node_type_ref: { node_type_id: nodeType.node_type_id, version: nodeType.version }, input: input as Record<string, unknown> });
+      const run = await startRun({
+        root_node_type_ref: { node_type_id: nodeType.node_type_id, version: nodeType.version },
+        input: input as Record<string, unknown>,
+      });
       location.hash = `#/runs/${encodeURIComponent(run.run_id)}`;
     } catch (err) {
       setSending(false);
