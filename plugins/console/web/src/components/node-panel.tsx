@@ -14,6 +14,8 @@ import { StateBadge } from "./state-badge";
 
 export interface NodePanelProps {
   node: NodeView;
+  /** Events about the whole run (the root's panel shows the run.start policy decision among them). */
+  runEvents?: RunEvent[];
   onClose: () => void;
   onSelect: (id: string) => void;
 }
@@ -200,7 +202,7 @@ export function NodePanel(props: NodePanelProps) {
       <h2>Attempts and retries</h2>
       <Attempts events={n.events} />
       <h2>Policy decisions</h2>
-      <PolicyDecisions events={n.events} />
+      <PolicyDecisions events={props.runEvents ? [...props.runEvents.filter((e) => e.type === "policy_decided"), ...n.events] : n.events} />
       <h2>Raw events</h2>
       <RawEvents events={n.events} />
     </aside>

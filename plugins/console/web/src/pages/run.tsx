@@ -288,7 +288,7 @@ export function RunPage(props: { route: Route }) {
       {!run && <p class="muted">Loading…</p>}
       <div class={`run-body${selected ? " with-panel" : ""}`}>
         <NodeTree model={model} rows={rows} now={now} selectedId={selectedId} scrollToIndex={scrollTo} onSelect={(id) => select(id)} onToggle={toggle} />
-        {selected && <NodePanel key={selected.id} node={selected} onClose={() => select(undefined)} onSelect={(id) => select(id)} />}
+        {selected && <NodePanel key={selected.id} node={selected} runEvents={selected.id === model.rootId ? model.runEvents : undefined} onClose={() => select(undefined)} onSelect={(id) => select(id)} />}
       </div>
     </section>
   );
