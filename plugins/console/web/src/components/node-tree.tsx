@@ -37,6 +37,17 @@ function Bar(props: { start?: number; end?: number; state: string; axis: { start
 
 const indent = (depth: number) => ({ paddingLeft: `${depth * 16}px` });
 
+/** Enter or space acts on a row; the arrow keys open (→) or close (←) it. */
+function onKeys(act: () => void, toggle?: (open: boolean) => void) {
+  return (e: KeyboardEvent) => {
+    if (e.key === "Enter" || e.key === " ") act();
+    else if (toggle && e.key === "ArrowRight") toggle(true);
+    else if (toggle && e.key === "ArrowLeft") toggle(false);
+    else return;
+    e.preventDefault();
+  };
+}
+
 export function NodeTree(props: NodeTreeProps) {
   const axis = props.model.span(props.now);
   const render = (row: TreeRow) => {
@@ -50,7 +61,10 @@ export function NodeTree(props: NodeTreeProps) {
           data-state={row.state}
           data-count={row.count}
           aria-expanded={row.expanded}
+          role="button"
+          tabIndex={0}
           onClick={() => props.onToggle(row.key, !row.expanded)}
+          onKeyDown={onKeys(() => props.onToggle(row.key, !row.expanded))}
         >
           <span class="tree-name" style={indent(row.depth)}>
             <span class="twisty">{row.expanded ? "▾" : "▸"}</span>
@@ -75,7 +89,14 @@ export function NodeTree(props: NodeTreeProps) {
         data-node-run-id={n.id}
         data-node-type={n.nodeTypeId}
         data-state={n.state}
+        role="button"
+        tabIndex={0}
+        aria-expanded={row.expandable ? row.expanded : undefined}
         onClick={() => props.onSelect(n.id)}
+        onKeyDown={onKeys(
+          () => props.onSelect(n.id),
+          row.expandable ? (open) => props.onToggle(n.id, open) : undefined,
+        )}
       >
         <span class="tree-name" style={indent(row.depth)}>
           <span
