@@ -50,7 +50,8 @@ function Session(props: { config: ConsoleConfig }) {
   const [token, setTokenState] = useState(getToken());
   useEffect(() => onTokenChange(() => setTokenState(getToken())), []);
   if (!token) {
-    if (!props.config.auth.required && !props.config.auth.oidc) return null;
+    // Signing in is offered wherever a token can matter: auth required or optional, or an OIDC login configured.
+    if (!props.config.auth.required && props.config.auth.mode !== "optional" && !props.config.auth.oidc) return null;
     return (
       <a class="session" data-testid="sign-in" href={href(["login"])}>
         Sign in

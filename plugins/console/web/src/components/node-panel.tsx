@@ -4,7 +4,7 @@
  * event about it as the API sent them.
  */
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, getNodeRun, type FabricErrorBody, type NodeRun, type RunEvent } from "../api";
+import { ApiError, approve, getNodeRun, reject, type FabricErrorBody, type NodeRun, type RunEvent } from "../api";
 import { isTerminal, type NodeView } from "../run-model";
 import { formatDuration, formatTime } from "../format";
 import { href } from "../router";
@@ -115,6 +115,41 @@ function RawEvents(props: { events: RunEvent[] }) {
   );
 }
 
+/** A NodeRun parked at a policy checkpoint: a person may let it proceed or fail it from here. */
+function WaitingApproval(props: { approvalId: string }) {
+  const [busy, setBusy] = useState(false);
+  const [done, setDone] = useState<string | undefined>();
+  const [error, setError] = useState<string | undefined>();
+  const act = async (what: "approved" | "rejected") => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await (what === "approved" ? approve(props.approvalId) : reject(props.approvalId));
+      setDone(what);
+    } catch (err) {
+      setError(err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="notice row-flex" data-testid="node-waiting-approval">
+      <span>
+        Waits for a person's approval <code>{props.approvalId}</code>
+        {done && ` · ${done}`}
+      </span>
+      <span class="spacer" />
+      <button type="button" data-testid="node-approve" disabled={busy || done !== undefined} onClick={() => act("approved")}>
+        Approve
+      </button>
+      <button type="button" class="danger" data-testid="node-reject" disabled={busy || done !== undefined} onClick={() => act("rejected")}>
+        Reject
+      </button>
+      {error && <span class="error-text">{error}</span>}
+    </div>
+  );
+}
+
 export function NodePanel(props: NodePanelProps) {
   const n = props.node;
   const [nodeRun, setNodeRun] = useState<NodeRun | undefined>();
@@ -188,6 +223,7 @@ export function NodePanel(props: NodePanelProps) {
           </>
         )}
       </dl>
+      {n.approvalId && <WaitingApproval key={n.approvalId} approvalId={n.approvalId} />}
       {error && <p class="error-text">Reading the NodeRun failed: {error}</p>}
       {failure && (
         <>

@@ -232,6 +232,9 @@ export function RunPage(props: { route: Route }) {
   return (
     <section class="page" data-testid="run-page" data-run-id={runId}>
       <div class="run-header">
+        <a href={href(["runs"])} data-testid="back-to-runs">
+          ← Runs
+        </a>
         <h1 class="mono">{runId}</h1>
         {run && <StateBadge state={run.state} testid="run-state" />}
         <span class="spacer" />

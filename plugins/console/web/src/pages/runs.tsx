@@ -157,7 +157,17 @@ export function RunsPage(props: { route: Route }) {
         </thead>
         <tbody>
           {runs?.map((run) => (
-            <tr key={run.run_id} data-testid="run-row" data-run-id={run.run_id} data-state={run.state}>
+            <tr
+              key={run.run_id}
+              class="clickable"
+              data-testid="run-row"
+              data-run-id={run.run_id}
+              data-state={run.state}
+              onClick={(e) => {
+                // The whole row opens the run; the id is a real link too (new tab, copy).
+                if (!(e.target as HTMLElement).closest("a")) navigate(["runs", run.run_id]);
+              }}
+            >
               <td class="mono">
                 <a href={href(["runs", run.run_id])} data-testid="run-link">
                   {run.run_id}
