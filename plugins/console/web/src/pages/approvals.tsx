@@ -25,7 +25,8 @@ function explain(err: unknown): { text: string; gone: boolean } {
     if (err.status === 404) return { text: `No longer there: ${err.message}`, gone: true };
     if (err.status === 403) {
       const scope = (err.envelope?.error?.details as { required_scope?: unknown } | undefined)?.required_scope;
-      return { text: `Not allowed: your token lacks the scope ${typeof scope === "string" ? scope : "approvals:write"} (${err.message})`, gone: false };
+      const need = typeof scope === "string" && !err.message.includes(scope) ? ` (it needs ${scope})` : "";
+      return { text: `Not allowed: ${err.message}${need}`, gone: false };
     }
     return { text: `${err.code}: ${err.message}`, gone: false };
   }

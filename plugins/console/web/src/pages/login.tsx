@@ -63,7 +63,7 @@ export function LoginPage({ route }: { route: Route }) {
   const current = getToken();
   return (
     <section class="page narrow login-page">
-      <h1>Sign in</h1>
+      <h1>{current ? "Signed in" : "Sign in"}</h1>
       {reason && (
         <p class="notice" data-testid="login-reason">
           The fabric refused the request: {reason}
@@ -103,7 +103,7 @@ export function LoginPage({ route }: { route: Route }) {
       )}
       <form onSubmit={submit} class="stack">
         <label>
-          Bearer token
+          {current ? "Use another token" : "Bearer token"}
           <textarea
             data-testid="token-input"
             rows={5}
@@ -153,7 +153,7 @@ function SignedIn({ token }: { token: string }) {
   const expired = exp !== undefined && exp.getTime() < Date.now();
   return (
     <div class="signed-in" data-testid="signed-in">
-      <h2>Signed in</h2>
+      <h2>Who the token says you are</h2>
       {claims ? (
         <dl>
           <dt>Subject</dt>
