@@ -292,4 +292,15 @@ describe("with authentication required", () => {
     expect(doc.paths["/v1/policy:decide"].post.security).toEqual([{ bearer: ["policy:decide"] }]);
     expect(doc.paths["/v1/health"].get.security).toEqual([]);
   });
+
+  it("with authentication optional, says an operation may also be called without a token", async () => {
+    const optional = await buildPdp({ logger: false, auth: { mode: "optional", verifier: new TokenVerifier({ keys: { jwksUrl: idp.jwksUrl }, issuer: idp.issuer }) } });
+    try {
+      const res = await optional.inject({ url: "/openapi.json" });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().paths["/v1/policy:decide"].post.security).toEqual([{ bearer: ["policy:decide"] }, {}]);
+    } finally {
+      await optional.close();
+    }
+  });
 });
