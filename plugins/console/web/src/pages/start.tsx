@@ -4,7 +4,7 @@
  */
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, getNodeType, listNodeTypeVersions, startRun, type NodeType } from "../api";
-import type { Route } from "../router";
+import { navigate, type Route } from "../router";
 import { SchemaForm } from "../components/schema-form";
 import { useNodeTypeIds } from "../components/use-node-types";
 import { initialValue, type JsonSchema } from "../schema-model";
@@ -15,20 +15,14 @@ import "./start.css";
 const ANY_OBJECT: JsonSchema = { type: "object" };
 
 export function StartPage({ route }: { route: Route }) {
-  const query = route.query;
-  const wantedId = query.get("type") ?? query.get("node_type_id") ?? "";
-  const wantedVersion = query.get("version") ?? "";
-  const [typeId, setTypeId] = useState(wantedId);
-  const [version, setVersion] = useState(wantedVersion);
+  // The pick lives in the URL, so a link (from a node type's page, say) opens the form of that version.
+  const typeId = (route.query.get("type") ?? route.query.get("node_type_id") ?? "").trim();
+  const version = route.query.get("version") ?? "";
+  const pick = (type: string, v = "") => navigate(["start"], { type, version: v }, true);
   const [versions, setVersions] = useState<string[]>([]);
   const [nodeType, setNodeType] = useState<NodeType | undefined>();
   const [loadError, setLoadError] = useState<string | undefined>();
   const ids = useNodeTypeIds();
-
-  useEffect(() => {
-    setTypeId(wantedId);
-    setVersion(wantedVersion);
-  }, [wantedId, wantedVersion]);
 
   // The node type (its latest version unless one is picked) and its versions.
   useEffect(() => {
@@ -41,13 +35,12 @@ export function StartPage({ route }: { route: Route }) {
         if (!live) return;
         setNodeType(nt);
         setVersions(vs);
-        if (version === "") setVersion(nt.version);
       },
       (err: unknown) =>
         live &&
         setLoadError(
           err instanceof ApiError && err.status === 404
-            ? `No node type ${typeId}${version ? `@${version}` : ""} in the registry.`
+            ? `No node type ${typeId}${version ? ` at version ${version}` : ""} in the registry.`
             : String((err as Error).message ?? err),
         ),
     );
@@ -70,10 +63,7 @@ export function StartPage({ route }: { route: Route }) {
             data-testid="start-node-type"
             value={typeId}
             placeholder="demo.echo"
-            onChange={(e) => {
-              setVersion("");
-              setTypeId((e.currentTarget as HTMLInputElement).value.trim());
-            }}
+            onChange={(e) => pick((e.currentTarget as HTMLInputElement).value.trim())}
           />
           <datalist id="start-node-type-ids">
             {ids.map((id) => (
@@ -85,9 +75,9 @@ export function StartPage({ route }: { route: Route }) {
           Version
           <select
             data-testid="start-version"
-            value={version}
+            value={nodeType?.version ?? version}
             disabled={versions.length === 0}
-            onChange={(e) => setVersion((e.currentTarget as HTMLSelectElement).value)}
+            onChange={(e) => pick(typeId, (e.currentTarget as HTMLSelectElement).value)}
           >
             {versions.map((v) => (
               <option key={v} value={v}>
@@ -97,6 +87,11 @@ export function StartPage({ route }: { route: Route }) {
           </select>
         </label>
       </div>
+      {typeId === "" && (
+        <p class="muted" data-testid="start-hint">
+          Type a node type's id (the registry's ids are suggested), or open one from <a href="#/node-types">Node types</a> and follow its "Start a run".
+        </p>
+      )}
       {loadError && (
         <p class="error-box" role="alert" data-testid="start-load-error">
           {loadError}
