@@ -304,7 +304,8 @@ function NumberInput({ s, value, onChange, pointer, integer }: InputProps & { in
       onInput={(e) => {
         const t = (e.currentTarget as HTMLInputElement).value;
         setText(t);
-        onChange(t.trim() === "" ? undefined : Number(t));
+        // Text that is no number is passed on as it is, so the schema check says so rather than sending null.
+        onChange(t.trim() === "" ? undefined : Number.isFinite(Number(t)) ? Number(t) : t);
       }}
     />
   );

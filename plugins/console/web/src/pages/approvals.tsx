@@ -158,7 +158,7 @@ function ApprovalRow({ a, outcome, act }: { a: Approval; outcome: Outcome | unde
         {a.message && <div>{a.message}</div>}
         {!a.reason_code && !a.message && <span class="muted">—</span>}
       </td>
-      <td>
+      <td class="when">
         <When iso={a.created_at} />
       </td>
       <td class="decision" data-testid="approval-state">
