@@ -114,44 +114,33 @@ function useNow(running: boolean): number {
   return running ? now : Date.now();
 }
 
+/** Cancels the run after the browser's own confirmation (a real dialog: keyboard and screen readers know it). */
 function CancelButton(props: { runId: string; onDone: () => void }) {
-  const [asking, setAsking] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | undefined>();
-  if (!asking) {
-    return (
-      <button type="button" class="danger" data-testid="cancel-run" onClick={() => setAsking(true)}>
-        Cancel run
-      </button>
-    );
-  }
+  const cancel = async () => {
+    if (!window.confirm(`Cancel run ${props.runId} and every NodeRun still open in it?`)) return;
+    setBusy(true);
+    setError(undefined);
+    try {
+      await cancelRun(props.runId);
+      props.onDone();
+    } catch (err) {
+      setError(err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  };
   return (
-    <span class="row-flex" data-testid="cancel-ask">
-      <span>Cancel this run and every NodeRun still open in it?</span>
-      <button
-        type="button"
-        class="danger"
-        data-testid="cancel-confirm"
-        disabled={busy}
-        onClick={async () => {
-          setBusy(true);
-          try {
-            await cancelRun(props.runId);
-            setAsking(false);
-            props.onDone();
-          } catch (err) {
-            setError(err instanceof ApiError ? `${err.code}: ${err.message}` : (err as Error).message);
-          } finally {
-            setBusy(false);
-          }
-        }}
-      >
-        Yes, cancel it
+    <span class="row-flex">
+      <button type="button" class="danger" data-testid="cancel-run" disabled={busy} onClick={cancel}>
+        {busy ? "Cancelling…" : "Cancel run"}
       </button>
-      <button type="button" class="secondary" data-testid="cancel-dismiss" onClick={() => setAsking(false)}>
-        Keep it running
-      </button>
-      {error && <span class="error-text">{error}</span>}
+      {error && (
+        <span class="error-text" data-testid="cancel-error">
+          {error}
+        </span>
+      )}
     </span>
   );
 }
