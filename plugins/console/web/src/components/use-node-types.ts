@@ -1,6 +1,6 @@
 /**
  * The registry's catalogue as the console pages need it: every version of every node type, grouped by id, and
- * whether an executor serves each. Read once per visit (it may be long) and shared by the pages that show it.
+ * whether an executor serves each. It may be long, so one read is shared by the pages that show it for a little while.
  */
 import { useEffect, useState } from "preact/hooks";
 import { listExecutors, listNodeTypes, type Executor, type NodeType } from "../api";
@@ -24,7 +24,10 @@ export interface Catalogue {
 /** Pages of the registry's list read at most; 1,000 node types each. */
 const MAX_PAGES = 50;
 
-let cached: Promise<Catalogue> | undefined;
+/** How long a read catalogue is reused by the next page that asks: node types published meanwhile show after that. */
+const FRESH_MS = 30_000;
+
+let cached: { at: number; catalogue: Promise<Catalogue> } | undefined;
 
 async function readAll(): Promise<NodeType[]> {
   const all: NodeType[] = [];
@@ -62,14 +65,17 @@ async function load(): Promise<Catalogue> {
   return { groups, executors, served: servedBy(executors) };
 }
 
-/** The catalogue; `reload` reads it again (after a publish, say). */
+/** The catalogue, read again when the last read is older than FRESH_MS or `reload` is asked. */
 export function catalogue(reload = false): Promise<Catalogue> {
-  if (reload || !cached) {
-    cached = load();
+  if (reload || !cached || Date.now() - cached.at > FRESH_MS) {
+    const read = { at: Date.now(), catalogue: load() };
+    cached = read;
     // A failed read is not kept: the next page visit tries again.
-    cached.catch(() => (cached = undefined));
+    read.catalogue.catch(() => {
+      if (cached === read) cached = undefined;
+    });
   }
-  return cached;
+  return cached.catalogue;
 }
 
 export function useCatalogue(): { catalogue?: Catalogue; error?: unknown } {
