@@ -7,6 +7,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fastifyStatic from "@fastify/static";
 import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import { findPublicDir } from "./public-dir.js";
+import { OidcOrigins } from "./oidc-origins.js";
 import { STATIC_SECURITY_HEADERS, contentSecurityPolicy, originOf } from "./security-headers.js";
 
 export interface ConsoleRoutesOptions {
@@ -58,9 +59,9 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
   // Only reply.sendFile: the routes are ours, so each states its access and headers.
   await app.register(fastifyStatic, { root, serve: false, decorateReply: true });
 
+  const oidc = fabric.auth.oidc ? new OidcOrigins(fabric.auth.oidc.issuer) : undefined;
   app.addHook("onSend", async (_req, reply, payload) => {
-    const oidc = fabric.auth.oidc;
-    reply.header("content-security-policy", contentSecurityPolicy([originOf(fabric.serviceUrl("node-registry")), originOf(oidc?.issuer)]));
+    reply.header("content-security-policy", contentSecurityPolicy([originOf(fabric.serviceUrl("node-registry")), ...((await oidc?.get()) ?? [])]));
     for (const [k, v] of Object.entries(STATIC_SECURITY_HEADERS)) reply.header(k, v);
     return payload;
   });

@@ -5,6 +5,8 @@
  * (`npm run build -w @nodefabric/plugin-console`).
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { RunningFabric } from "../../../core/src/fabric.js";
 import { call, expectEnvelope } from "../../../core/test/support/gateway-http.js";
 import { expectedCsp, startConsoleFabric } from "./support/console-fabric.js";
@@ -121,5 +123,40 @@ describe("the console on a fabric without auth", () => {
     expectEnvelope(write, 403, "permission_denied");
     const header = await call("OPTIONS", `${registry}/v1/node-types`, undefined, { origin, "access-control-request-method": "GET", "access-control-request-headers": "authorization, x-evil" });
     expectEnvelope(header, 403, "permission_denied");
+  });
+});
+
+describe("the console with an OIDC login configured", () => {
+  let fabric: RunningFabric;
+  const servers: Server[] = [];
+  const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const s = createServer(handler);
+    servers.push(s);
+    await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()));
+    return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+  };
+  let issuer: string;
+  let tokenOrigin: string;
+
+  beforeAll(async () => {
+    // A provider whose token endpoint is on another origin than its issuer, as some are.
+    tokenOrigin = await listen((_req, res) => res.writeHead(404).end());
+    issuer = await listen((req, res) => {
+      if (req.url !== "/.well-known/openid-configuration") return void res.writeHead(404).end();
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer, authorization_endpoint: `${issuer}/authorize`, token_endpoint: `${tokenOrigin}/token` }));
+    });
+    fabric = await startConsoleFabric({ mode: "disabled", oidc: { issuer, client_id: "console", scope: "openid runs:read" } });
+  });
+  afterAll(async () => {
+    await fabric?.close();
+    for (const s of servers) await new Promise((r) => s.close(r));
+  });
+
+  it("names the client in config.json and lets the page reach the issuer and its token endpoint", async () => {
+    const gw = fabric.urls["run-gateway"]!;
+    const config = await call("GET", `${gw}/console/config.json`);
+    expect(config.body.auth).toEqual({ required: false, mode: "disabled", oidc: { issuer, client_id: "console", scope: "openid runs:read" } });
+    const page = await call("GET", `${gw}/console/`);
+    expect(page.headers["content-security-policy"]).toBe(expectedCsp(new URL(fabric.urls["node-registry"]!).origin, issuer, tokenOrigin));
   });
 });
