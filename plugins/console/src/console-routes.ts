@@ -36,7 +36,8 @@ export function consoleConfig(fabric: PluginServiceContext): ConsoleConfigBody {
   };
 }
 
-const PUBLIC = { access: "public" as const };
+/** The page's routes: public (they hold no data), and no part of the API's OpenAPI document. */
+const PUBLIC = { config: { access: "public" as const }, schema: { hide: true } };
 /** A path with a file extension names a file; anything else is one of the page's own paths. */
 const HAS_EXTENSION = /\.[A-Za-z0-9]+$/;
 
@@ -51,8 +52,8 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
     const unbuilt = async () => {
       throw new FabricError("unavailable", "the console page is not built: run `npm run build -w @nodefabric/plugin-console`");
     };
-    app.get("/console", { config: PUBLIC }, unbuilt);
-    app.get("/console/*", { config: PUBLIC }, unbuilt);
+    app.get("/console", PUBLIC, unbuilt);
+    app.get("/console/*", PUBLIC, unbuilt);
     return;
   }
 
@@ -71,7 +72,7 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
     return reply.header("cache-control", "no-cache").sendFile("index.html", root, { cacheControl: false });
   };
 
-  app.get("/console/config.json", { config: PUBLIC }, async (_req, reply) => {
+  app.get("/console/config.json", PUBLIC, async (_req, reply) => {
     reply.header("cache-control", "no-store");
     return consoleConfig(fabric);
   });
@@ -86,6 +87,6 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
     if (file.startsWith("assets/")) return reply.sendFile(file, root, { maxAge: 365 * 24 * 3600 * 1000, immutable: true });
     return reply.sendFile(file, root, { maxAge: 0 });
   };
-  app.get("/console", { config: PUBLIC }, serve);
-  app.get("/console/*", { config: PUBLIC }, serve);
+  app.get("/console", PUBLIC, serve);
+  app.get("/console/*", PUBLIC, serve);
 }

@@ -46,7 +46,7 @@ async function registryCorsPlugin(app: FastifyInstance, options: RegistryCorsOpt
   const originHeader = (req: FastifyRequest) => (typeof req.headers.origin === "string" ? req.headers.origin : undefined);
 
   // Preflights: no route of the contract answers OPTIONS, so this one takes them all.
-  app.options("/v1/*", { config: { access: "public" } }, async (req: FastifyRequest, reply: FastifyReply) => {
+  app.options("/v1/*", { config: { access: "public" }, schema: { hide: true } }, async (req: FastifyRequest, reply: FastifyReply) => {
     const origin = originHeader(req);
     const method = String(req.headers["access-control-request-method"] ?? "").toUpperCase();
     const asked = String(req.headers["access-control-request-headers"] ?? "")

@@ -117,6 +117,14 @@ describe("the console on a fabric without auth", () => {
     expect(evilGet.headers["access-control-allow-origin"]).toBeUndefined();
   });
 
+  it("keeps the page's routes and the preflights out of the services' OpenAPI documents", async () => {
+    const gwDoc = await call("GET", `${gw}/openapi.json`);
+    expect(gwDoc.status).toBe(200);
+    expect(Object.keys(gwDoc.body.paths).filter((p) => p.startsWith("/console"))).toEqual([]);
+    const regDoc = await call("GET", `${registry}/openapi.json`);
+    expect(Object.values(regDoc.body.paths).filter((ops) => "options" in (ops as object))).toEqual([]);
+  });
+
   it("refuses a preflight for a write or for another header, even from the gateway's origin", async () => {
     const origin = new URL(gw).origin;
     const write = await call("OPTIONS", `${registry}/v1/node-types`, undefined, { origin, "access-control-request-method": "POST" });
