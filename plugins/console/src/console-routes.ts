@@ -4,6 +4,7 @@
  * Every route here is public: the page holds no data; the API it calls checks the caller's token.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { HIDDEN } from "./hidden-schema.js";
 import fastifyStatic from "@fastify/static";
 import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import { findPublicDir } from "./public-dir.js";
@@ -37,7 +38,7 @@ export function consoleConfig(fabric: PluginServiceContext): ConsoleConfigBody {
 }
 
 /** The page's routes: public (they hold no data), and no part of the API's OpenAPI document. */
-const PUBLIC = { config: { access: "public" as const }, schema: { hide: true } };
+const PUBLIC = { config: { access: "public" as const }, schema: HIDDEN };
 /** A path with a file extension names a file; anything else is one of the page's own paths. */
 const HAS_EXTENSION = /\.[A-Za-z0-9]+$/;
 

@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import { originOf } from "./security-headers.js";
+import { HIDDEN } from "./hidden-schema.js";
 
 export interface RegistryCorsOptions {
   fabric: PluginServiceContext;
@@ -16,6 +17,8 @@ export interface RegistryCorsOptions {
 const LOOPBACK_NAMES = ["localhost", "127.0.0.1", "[::1]"];
 const ALLOWED_METHODS = new Set(["GET", "HEAD"]);
 const ALLOWED_HEADERS = new Set(["authorization", "accept"]);
+/** Public (a preflight carries no token), and no part of the registry's OpenAPI document. */
+const PREFLIGHT_ROUTE = { config: { access: "public" as const }, schema: HIDDEN };
 /** The headers a page may read besides the simple ones: the next page of a list. */
 const EXPOSED_HEADERS = "x-next-page-token";
 
@@ -46,7 +49,7 @@ async function registryCorsPlugin(app: FastifyInstance, options: RegistryCorsOpt
   const originHeader = (req: FastifyRequest) => (typeof req.headers.origin === "string" ? req.headers.origin : undefined);
 
   // Preflights: no route of the contract answers OPTIONS, so this one takes them all.
-  app.options("/v1/*", { config: { access: "public" }, schema: { hide: true } }, async (req: FastifyRequest, reply: FastifyReply) => {
+  app.options("/v1/*", PREFLIGHT_ROUTE, async (req: FastifyRequest, reply: FastifyReply) => {
     const origin = originHeader(req);
     const method = String(req.headers["access-control-request-method"] ?? "").toUpperCase();
     const asked = String(req.headers["access-control-request-headers"] ?? "")
