@@ -181,6 +181,8 @@ describe("GET /v1/approvals and GET /v1/runs filters (auth off)", () => {
       expect(idsOf(r.body)).toEqual([echo3, echo2, echo1]);
       expect(idsOf((await everywhere(`/v1/runs?node_type_id=demo.sleep&created_after=${t0}`)).body)).toEqual([sleep1]);
       expect((await everywhere("/v1/runs?node_type_id=demo.none")).body).toEqual([]);
+      // Each listed Run names its root node type itself, so a list shows it without reading root NodeRuns.
+      for (const run of r.body) expect(run.extensions["nodefabric.root_node_type_ref"]).toEqual({ node_type_id: "demo.echo", version: "1.0.0" });
     });
 
     it("created_after and created_before bound the creation time, exclusively, in any time zone", async () => {

@@ -66,7 +66,11 @@ export class RunLifecycle {
       const run: Run = { run_id: runId, state: "queued", root_node_run_id: rootId, started_at: nowIso };
       if (Object.keys(runContext).length > 0) run.run_context = runContext;
       const usage: RunUsage = { steps: 1, external_calls: 0, cost: 0 };
-      const runExt: Record<string, unknown> = { [USAGE_KEY]: usage };
+      // What the run runs, on the Run itself: a list of runs can show it without reading every root NodeRun.
+      const runExt: Record<string, unknown> = {
+        [USAGE_KEY]: usage,
+        "nodefabric.root_node_type_ref": { node_type_id: req.root_node_type_ref.node_type_id, version: req.root_node_type_ref.version },
+      };
       if (req.constraints) runExt["nodefabric.constraints"] = req.constraints;
       if (budgets && Object.keys(budgets).length > 0) runExt[BUDGETS_KEY] = budgets;
       if (req.metadata) runExt["nodefabric.metadata"] = req.metadata;
