@@ -320,6 +320,12 @@ const extra = {
   approval: [
     ["resolved_at-without-zone", "full", (v) => setAt(v, ["resolved_at"], "2025-11-22T04:35:12"), "/resolved_at"],
     ["bad-node_type_ref", "full", (v) => deleteAt(v, ["node_type_ref", "version"]), "/node_type_ref"],
+    ["empty-decision_reason", "full", (v) => setAt(v, ["decision_reason"], ""), "/decision_reason"],
+  ],
+  approval_decision_request: [
+    ["empty-reason", "full", (v) => setAt(v, ["reason"], ""), "/reason"],
+    ["reason-too-long", "full", (v) => setAt(v, ["reason"], "x".repeat(1001)), "/reason"],
+    ["not-an-object", "full", (v) => v.reason, ""],
   ],
   approval_list: [
     ["not-an-array", "full", (v) => ({ approvals: v }), ""],

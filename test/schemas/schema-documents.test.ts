@@ -19,7 +19,7 @@ const EXPECTED_NAMES = [
   "atomic_execute_result", "composite_begin_request", "composite_begin_response", "node_type_publish_request",
   "node_type_batch_publish_request",
   "candidate_set_request", "policy_decision_request", "node_type_list", "node_type_versions", "run_list",
-  "node_run_list", "approval", "approval_list", "approval_list_query", "run_list_query",
+  "node_run_list", "approval", "approval_list", "approval_list_query", "approval_decision_request", "run_list_query",
 ];
 
 // Properties that take any keys. `budgets` is free-form only in RunContext; ConstraintEnvelope's is closed.

@@ -69,6 +69,12 @@ export const schemas = {
           "rejected"
         ]
       },
+      "decision_reason": {
+        "description": "The reason the person gave with the decision, when they gave one.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 1000
+      },
       "created_at": {
         "type": "string",
         "format": "date-time"
@@ -91,6 +97,22 @@ export const schemas = {
       "node_type_ref",
       "created_at"
     ],
+    "additionalProperties": false
+  },
+  approval_decision_request: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/approval_decision_request.schema.json",
+    "title": "ApprovalDecisionRequest",
+    "description": "Body of POST /v1/approvals/{approval_id}:approve and :reject (a NodeFabric extension). Optional: no body, or an empty one, decides without a reason.",
+    "type": "object",
+    "properties": {
+      "reason": {
+        "description": "Why the person decided so, kept with the decision: in the approval_resolved event (data.reason) and in the Approval (decision_reason).",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 1000
+      }
+    },
     "additionalProperties": false
   },
   approval_list: {

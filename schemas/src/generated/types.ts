@@ -45,6 +45,7 @@ export type RunList = Run[]
  */
 export interface SchemaTypes {
   approval: Approval
+  approval_decision_request: ApprovalDecisionRequest
   approval_list: ApprovalList
   approval_list_query: ApprovalListQuery
   atomic_execute_request: AtomicExecuteRequest
@@ -126,6 +127,10 @@ export interface Approval {
    * What a person decided; absent while pending and when canceled.
    */
   decision?: ("approved" | "rejected")
+  /**
+   * The reason the person gave with the decision, when they gave one.
+   */
+  decision_reason?: string
   created_at: string
   /**
    * When it was decided or canceled.
@@ -152,6 +157,15 @@ export interface NodeTypeRef {
  */
 export interface Extensions {
   [k: string]: unknown
+}
+/**
+ * Body of POST /v1/approvals/{approval_id}:approve and :reject (a NodeFabric extension). Optional: no body, or an empty one, decides without a reason.
+ */
+export interface ApprovalDecisionRequest {
+  /**
+   * Why the person decided so, kept with the decision: in the approval_resolved event (data.reason) and in the Approval (decision_reason).
+   */
+  reason?: string
 }
 /**
  * Query string of GET /v1/approvals: filters, and keyset pages newest first (the next page token comes in X-Next-Page-Token).
