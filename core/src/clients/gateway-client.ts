@@ -89,14 +89,14 @@ export class GatewayClient {
     return this.http.json<NodeRun>("GET", `/v1/node-runs/${seg(nodeRunId)}`);
   }
 
-  /** Approves a pending approval; the NodeRun waiting on it proceeds. */
-  async approve(approvalId: string): Promise<void> {
-    await this.http.json("POST", `/v1/approvals/${seg(approvalId)}:approve`);
+  /** Approves a pending approval, with the person's reason when given; the NodeRun waiting on it proceeds. */
+  async approve(approvalId: string, reason?: string): Promise<void> {
+    await this.http.json("POST", `/v1/approvals/${seg(approvalId)}:approve`, reason === undefined ? undefined : { reason });
   }
 
-  /** Rejects a pending approval; the NodeRun waiting on it fails with approval_rejected. */
-  async reject(approvalId: string): Promise<void> {
-    await this.http.json("POST", `/v1/approvals/${seg(approvalId)}:reject`);
+  /** Rejects a pending approval, with the person's reason when given; the NodeRun waiting on it fails with approval_rejected. */
+  async reject(approvalId: string, reason?: string): Promise<void> {
+    await this.http.json("POST", `/v1/approvals/${seg(approvalId)}:reject`, reason === undefined ? undefined : { reason });
   }
 
   /**

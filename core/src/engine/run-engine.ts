@@ -156,8 +156,8 @@ export class RunEngine {
   }
 
   /** POST /v1/approvals/{id}:approve|:reject. */
-  resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}): Promise<void> {
-    return this.lifecycle.resolveApproval(approvalId, decision, caller).catch(movedAway);
+  resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}, reason?: string): Promise<void> {
+    return this.lifecycle.resolveApproval(approvalId, decision, caller, reason).catch(movedAway);
   }
 
   /** Fails runs past their deadline and wakes the dispatcher for backoffs and expired leases. */

@@ -6,7 +6,7 @@ import type { NodeRun, Run, RunContext, RunStartRequest } from "@nodefabric/sche
 import { clock } from "../clock.js";
 import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
-import type { NewRunEvent, NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
+import { DECIDED_BY_KEY, DECISION_REASON_KEY, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type WriteBatch } from "../store/run-store.js";
 import { mergeConstraints } from "./constraints.js";
 import { BUDGETS_KEY, CONSTRAINTS_KEY, USAGE_KEY, type EngineCore, type RunUsage } from "./engine-core.js";
 import type { Dispatcher, SendPlan } from "./dispatch.js";
@@ -204,9 +204,10 @@ export class RunLifecycle {
   /**
    * POST /v1/approvals/{id}:approve|:reject. A decision counts only while its NodeRun still waits for it: once the
    * NodeRun has ended (or the approval was closed), a different decision is refused with 409 and changes nothing,
-   * and repeating the decision already taken answers the same.
+   * and repeating the decision already taken answers the same (keeping the first reason). The person's reason, and
+   * who they are, are kept in the approval's stored document next to the PolicyDecision that asked.
    */
-  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}): Promise<void> {
+  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller = {}, reason?: string): Promise<void> {
     const core = this.core;
     const notFound = () => new FabricError("approval_not_found", `no approval ${approvalId}`, { details: { approval_id: approvalId } });
     const approval = await core.store.getApproval(approvalId);
@@ -228,8 +229,10 @@ export class RunLifecycle {
       if (!nr || isTerminal(nr.state) || nr.approval_id !== approvalId) throw refused(`its node run has already ended (${nr?.state ?? "gone"})`);
       const run = (await core.store.getRun(a.run_id))!;
       const checkpoint = ((a.decision["nodefabric.checkpoint"] as Checkpoint | undefined) ?? "node.run.execute") as Checkpoint;
-      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [], approvals: [{ ...a, state: decision, resolved_at: clock.now() }] };
-      batch.events!.push(event("approval_resolved", a.run_id, a.node_run_id, { approval_id: approvalId, action: checkpoint, decision, state: decision }));
+      const batch: WriteBatch = { runs: [], nodeRuns: [], events: [], approvals: [{ ...a, state: decision, resolved_at: clock.now(), decision: decidedDoc(a.decision, caller, reason) }] };
+      const data: Record<string, unknown> = { approval_id: approvalId, action: checkpoint, decision, state: decision };
+      if (reason !== undefined) data.reason = reason;
+      batch.events!.push(event("approval_resolved", a.run_id, a.node_run_id, data));
       if (decision === "approved") {
         nr.approval_id = null;
         core.markApproved(nr, checkpoint, approvalId);
@@ -246,3 +249,10 @@ export class RunLifecycle {
   }
 }
 
+/** The stored document of an approval once decided: what the PDP asked, plus the person's reason and subject. */
+function decidedDoc(asked: ApprovalRecord["decision"], caller: Caller, reason: string | undefined): ApprovalRecord["decision"] {
+  const doc = { ...asked };
+  if (reason !== undefined) doc[DECISION_REASON_KEY] = reason;
+  if (caller.sub !== undefined) doc[DECIDED_BY_KEY] = caller.iss !== undefined ? { sub: caller.sub, iss: caller.iss } : { sub: caller.sub };
+  return doc;
+}

@@ -66,9 +66,17 @@ export interface ApprovalRecord {
   state: "pending" | "approved" | "rejected" | "canceled";
   created_at: number;
   resolved_at: number | null;
-  /** The PolicyDecision that asked for it. */
+  /**
+   * The PolicyDecision that asked for it; once a person decided, also their reason (DECISION_REASON_KEY, when given)
+   * and who they are (DECIDED_BY_KEY, when authenticated). A JSON document, so stores keep these without new columns.
+   */
   decision: Record<string, unknown>;
 }
+
+/** Key in ApprovalRecord.decision of the reason the person gave with the decision. */
+export const DECISION_REASON_KEY = "nodefabric.decision_reason";
+/** Key in ApprovalRecord.decision of the subject (and issuer) of the person who decided: `{ sub, iss? }`. */
+export const DECIDED_BY_KEY = "nodefabric.decided_by";
 
 /** Changes applied together in one transaction. Records are upserts keyed by their id. */
 export interface WriteBatch {

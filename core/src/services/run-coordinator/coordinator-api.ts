@@ -81,10 +81,12 @@ export class CoordinatorApi {
     return (await this.engine.getNodeRunRecord(nodeRunId, caller)).node_run;
   }
 
-  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller): Promise<void> {
-    if (!this.routing) return this.engine.resolveApproval(approvalId, decision, caller);
+  /** POST /v1/approvals/{id}:approve|:reject, with the person's reason when they gave one. */
+  async resolveApproval(approvalId: string, decision: "approved" | "rejected", caller: Caller, reason?: string): Promise<void> {
+    if (!this.routing) return this.engine.resolveApproval(approvalId, decision, caller, reason);
     const runId = (await this.store.getApproval(approvalId))?.run_id;
     const path = `/v1/approvals/${encodeURIComponent(approvalId)}:${decision === "approved" ? "approve" : "reject"}`;
-    await this.routing.call(runId, caller, "approvals:write", "POST", path, () => this.engine.resolveApproval(approvalId, decision, caller));
+    const local = () => this.engine.resolveApproval(approvalId, decision, caller, reason);
+    await this.routing.call(runId, caller, "approvals:write", "POST", path, local, reason === undefined ? undefined : { reason });
   }
 }

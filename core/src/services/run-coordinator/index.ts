@@ -4,7 +4,8 @@
  */
 import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
-import { approvalParams, eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { approvalDecisionRoute, decisionReason } from "../approval-decision.js";
 import os from "node:os";
 import { randomBytes } from "node:crypto";
 import { RunRouting } from "./run-routing.js";
@@ -246,10 +247,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   });
 
   for (const [action, decision] of [["approve", "approved"], ["reject", "rejected"]] as const) {
-    app.post(`/v1/approvals/:approval_id(.+)::${action}`, { schema: { params: approvalParams } }, async (req, reply) => {
+    app.post(`/v1/approvals/:approval_id(.+)::${action}`, approvalDecisionRoute, async (req, reply) => {
       const { approval_id } = req.params as { approval_id: string };
       if (await forwarded(req, reply, async () => (await store.getApproval(approval_id))?.run_id)) return reply;
-      await engine.resolveApproval(approval_id, decision, callerOf(req));
+      await engine.resolveApproval(approval_id, decision, callerOf(req), decisionReason(req));
       return reply.code(204).send();
     });
   }

@@ -5,7 +5,7 @@
 import type { Approval, ApprovalListQuery as ApprovalQuery, RunListQuery as RunQuery } from "@nodefabric/schemas";
 import { FabricError } from "../../http/errors.js";
 import type { Caller } from "../../engine/run-engine.js";
-import type { ApprovalListing, ApprovalListQuery, RunListQuery } from "../../store/run-store.js";
+import { DECISION_REASON_KEY, type ApprovalListing, type ApprovalListQuery, type RunListQuery } from "../../store/run-store.js";
 
 /** A query string as the route hands it over: validated against its schema, `limit` defaulted. */
 export type RunsQuery = RunQuery & { limit: number };
@@ -101,7 +101,11 @@ export function approvalDocument(a: ApprovalListing): Approval {
   if (a.tenant_id !== null) doc.tenant_id = a.tenant_id;
   if (typeof asked.reason_code === "string" && asked.reason_code !== "") doc.reason_code = asked.reason_code;
   if (typeof asked.message === "string") doc.message = asked.message;
-  if (a.state === "approved" || a.state === "rejected") doc.decision = a.state;
+  if (a.state === "approved" || a.state === "rejected") {
+    doc.decision = a.state;
+    const reason = a.decision[DECISION_REASON_KEY];
+    if (typeof reason === "string" && reason !== "") doc.decision_reason = reason;
+  }
   if (a.resolved_at !== null) doc.resolved_at = new Date(a.resolved_at).toISOString();
   return doc;
 }

@@ -90,9 +90,9 @@ export class RunRouting {
   /**
    * For an in-process call (a gateway in this process): runs `local` when the run is here, otherwise sends the
    * same operation to its holder on behalf of `caller`, carrying `scope` (the scope of the operation, which the
-   * gateway in this process already checked at its edge). Answers undefined for a 204.
+   * gateway in this process already checked at its edge), with `body` when given. Answers undefined for a 204.
    */
-  async call<T>(runId: string | undefined, caller: Caller, scope: string, method: Dispatcher.HttpMethod, path: string, local: () => Promise<T>): Promise<T> {
+  async call<T>(runId: string | undefined, caller: Caller, scope: string, method: Dispatcher.HttpMethod, path: string, local: () => Promise<T>, body?: unknown): Promise<T> {
     const place = await this.place(runId, false);
     if (!place) return local();
     const headers: Record<string, string> = {};
@@ -104,7 +104,7 @@ export class RunRouting {
           : { kind: "anonymous", scopes: new Set() },
       );
     }
-    const res = await this.send(place, method, path, undefined, headers);
+    const res = await this.send(place, method, path, body, headers);
     if (res.status >= 200 && res.status < 300) return (res.status === 204 ? undefined : res.body) as T;
     throw errorFromResponse(place.endpoint, res.status, res.body, res.headers);
   }

@@ -2,7 +2,8 @@
  * The Run Gateway: the clients' entry point. It keeps no state: it authenticates at the edge, validates with the
  * v1 schemas, and forwards to the Run Coordinators over pooled clients, relaying answers and event streams back.
  */
-import { approvalParams, eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { approvalDecisionRoute, decisionBody, decisionReason } from "../approval-decision.js";
 import { callerOf as caller, type ApprovalListQuery, type CoordinatorApi, type RunListQuery } from "../run-coordinator/coordinator-api.js";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { CALLER_HEADER, encodeCaller, type ServiceSecurityOptions } from "../../http/auth-plugin.js";
@@ -161,22 +162,24 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
-  app.post("/v1/approvals/:approval_id(.+)::approve", { schema: { params: approvalParams } }, async (req, reply) => {
+  app.post("/v1/approvals/:approval_id(.+)::approve", approvalDecisionRoute, async (req, reply) => {
     const { approval_id } = req.params as { approval_id: string };
+    const reason = decisionReason(req);
     if (local) {
-      await local.resolveApproval(approval_id, "approved", caller(req));
+      await local.resolveApproval(approval_id, "approved", caller(req), reason);
       return reply.code(204).send();
     }
-    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { body: decisionBody(reason), headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
-  app.post("/v1/approvals/:approval_id(.+)::reject", { schema: { params: approvalParams } }, async (req, reply) => {
+  app.post("/v1/approvals/:approval_id(.+)::reject", approvalDecisionRoute, async (req, reply) => {
     const { approval_id } = req.params as { approval_id: string };
+    const reason = decisionReason(req);
     if (local) {
-      await local.resolveApproval(approval_id, "rejected", caller(req));
+      await local.resolveApproval(approval_id, "rejected", caller(req), reason);
       return reply.code(204).send();
     }
-    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { body: decisionBody(reason), headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
   });
 
   return app;
