@@ -110,6 +110,30 @@ describe("coordinators of one database forward writes to the coordinator holding
     expect(late.body.error.code).toBe("node_run_terminal");
   });
 
+  it("passes a decision's reason on to the holder, through the other gateway and straight to the other coordinator", async () => {
+    const viaGateway = await parked("acme");
+    const viaCoordinator = await parked("acme");
+    const gw1 = url(1, "run-gateway");
+    const co1 = url(1, "run-coordinator");
+    const bad = await call("POST", `${co1}/v1/approvals/${viaCoordinator.approvalId}:reject`, { reason: "" }, await as("run-coordinator", "acme"));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe("invalid_request");
+    const reasons = { [viaGateway.approvalId]: "Rejected at the second desk.", [viaCoordinator.approvalId]: "Approved over the wire." };
+    expect((await call("POST", `${gw1}/v1/approvals/${viaGateway.approvalId}:reject`, { reason: reasons[viaGateway.approvalId] }, await as("run-gateway", "acme"))).status).toBe(204);
+    const ok = await call("POST", `${co1}/v1/approvals/${viaCoordinator.approvalId}:approve`, { reason: reasons[viaCoordinator.approvalId] }, await as("run-coordinator", "acme"));
+    expect(ok.status, JSON.stringify(ok.body)).toBe(204);
+    for (const { runId, approvalId } of [viaGateway, viaCoordinator]) {
+      const ev = await readNdjson(`${gw1}/v1/runs/${runId}/events?follow=false`, await as("run-gateway", "acme"));
+      expect(ev.lines.find((e) => e.type === "approval_resolved")?.data.reason).toBe(reasons[approvalId]);
+      const listed = await call("GET", `${gw1}/v1/approvals?run_id=${encodeURIComponent(runId)}`, undefined, await as("run-gateway", "acme"));
+      expect(listed.body[0].decision_reason).toBe(reasons[approvalId]);
+      // PostgreSQL keeps it in the approval's JSON document, with who decided.
+      const [row] = await pgQuery<{ doc: Record<string, unknown> }>(`SELECT doc FROM ${schema}.approvals WHERE approval_id = $1`, [approvalId]);
+      expect(row.doc["nodefabric.decision_reason"]).toBe(reasons[approvalId]);
+      expect(row.doc["nodefabric.decided_by"]).toEqual({ sub: "user-of-acme", iss: idp.issuer });
+    }
+  });
+
   it("cancels over HTTP on the other coordinator, and through the other gateway, runs the first one holds", async () => {
     const a = await parked("acme");
     const viaCoordinator = await call("POST", `${url(1, "run-coordinator")}/v1/runs/${a.runId}:cancel`, undefined, await as("run-coordinator", "acme"));
