@@ -6,6 +6,7 @@ import {
   FAIL,
   FANOUT,
   GATE,
+  PLAN_NODE_TYPE_ID,
   SLEEP,
   launchBrowser,
   open,
@@ -173,6 +174,25 @@ describe.each([{ auth: false }, { auth: true }])("the console (auth required: $a
     const echoIds = new Set(children.filter((c: { node_type_ref: { node_type_id: string } }) => c.node_type_ref.node_type_id === "demo.echo").map((c: { node_run_id: string }) => c.node_run_id));
     expect(revealed.every((id) => echoIds.has(id))).toBe(true);
   }, 180_000);
+
+  it("finds node types by search, and draws a declarative composite's plan as a graph", async () => {
+    const { page } = await signedIn();
+    await open(page, f, "#/node-types");
+    await tid(page, "node-type-row").first().waitFor();
+    await tid(page, "node-types-search").fill("fan");
+    const ids = () => tid(page, "node-type-row").evaluateAll((els) => els.map((e) => e.getAttribute("data-node-type-id")));
+    await eventually(async () => ((await ids()).includes("demo.echo") ? undefined : true), 10_000, "the search to apply");
+    expect((await ids()).sort()).toEqual(["console.fanout", "examples.fanout"]);
+
+    await open(page, f, `#/node-types/${PLAN_NODE_TYPE_ID}`);
+    const graph = tid(page, "plan-graph");
+    await graph.waitFor();
+    const steps = await graph.getByTestId("plan-step").evaluateAll((els) => els.map((e) => e.getAttribute("data-step")));
+    expect(steps).toEqual(expect.arrayContaining(["weather", "each", "audit"]));
+    const edges = await graph.getByTestId("plan-edge").evaluateAll((els) => els.map((e) => `${e.getAttribute("data-from")}>${e.getAttribute("data-to")}`));
+    // each reads the weather step's outputs; audit runs after each.
+    expect(edges).toEqual(expect.arrayContaining(["weather>each", "each>audit"]));
+  }, 60_000);
 
   if (auth) {
     it("sends a page without a token to the login page, and keeps a pasted token out of localStorage", async () => {
