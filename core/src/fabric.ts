@@ -86,11 +86,14 @@ export interface StartFabricOptions {
  * Loads the plugins a configuration asks for: those in `plugins`, and discovery in the `discover` folders (in the base
  * folder when neither plugins nor discover folders are named), as handler packages are found.
  */
-export async function pluginsFor(config: FabricConfig, warn?: (message: string) => void): Promise<LoadedPlugin[]> {
+export async function pluginsFor(config: FabricConfig, warn?: (message: string) => void, defaults?: readonly string[]): Promise<LoadedPlugin[]> {
   const plugins = config.plugins ?? [];
   const discover = config.discover.length > 0 ? config.discover : plugins.length === 0 ? ["."] : [];
-  return loadPlugins({ plugins, discover: discover.map((d) => path.resolve(config.base_dir, d)), cwd: config.base_dir, warn });
+  return loadPlugins({ plugins, discover: discover.map((d) => path.resolve(config.base_dir, d)), cwd: config.base_dir, warn, defaults });
 }
+
+/** What `fabric dev` serves whenever it is installed: the console, on the gateway at /console/. */
+export const DEV_DEFAULT_PLUGINS: readonly string[] = ["@nodefabric/plugin-console"];
 
 /**
  * Opens a plugin's store of one kind when the configuration names a store URL and the plugin serving its scheme gives

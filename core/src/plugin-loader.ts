@@ -6,7 +6,7 @@
  */
 import { existsSync, realpathSync } from "node:fs";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { discoverPackageDirs, findPackageDir, hasKeyword, hasNodefabricField, isDirectory, looksLikePath, mainEntry, nameFromDir, readPackageJson, type PackageJson } from "./package-discovery.js";
 import { isPlugin, pluginProblem, type PluginDefinition, type PluginStores } from "./plugin.js";
 
@@ -36,6 +36,12 @@ export interface LoadPluginsOptions {
   cwd?: string;
   /** Where warnings go (default: stderr). */
   warn?: (message: string) => void;
+  /**
+   * Packages loaded when installed, looked for from `cwd` and from core's own folder (so a copy installed beside core,
+   * as `npx` does, counts), unless a plugin of that name is loaded already. One missing is no error; one that is
+   * there and broken is skipped with a warning, as a discovered one is.
+   */
+  defaults?: readonly string[];
 }
 
 /** True for a package that means to be a plugin package: `nodefabric.plugins` or the `nodefabric-plugin` keyword. */
@@ -151,9 +157,23 @@ export async function loadPlugins(options: LoadPluginsOptions = {}): Promise<Loa
       }
     }
   }
+  for (const name of options.defaults ?? []) {
+    const dir = findPackageDir(name, cwd) ?? findPackageDir(name, CORE_DIR);
+    if (dir === undefined || !once(dir)) continue;
+    try {
+      const found = await loadEntry(dir, name, true);
+      const fresh = found.filter((p) => !loaded.some((l) => l.definition.name === p.definition.name));
+      loaded.push(...fresh);
+    } catch (err) {
+      warn(`plugin package ${name} (${dir}) skipped: ${messageOf(err)}`);
+    }
+  }
   checkClashes(loaded);
   return loaded;
 }
+
+/** Core's package folder (dist/ or src/ sit one level below it). */
+const CORE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 function readPackageName(dir: string): string {
   try {

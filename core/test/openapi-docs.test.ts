@@ -135,6 +135,8 @@ async function checkDocument(base: string, app: FastifyInstance, core: (key: str
     else {
       const { $schema: _s, ...body } = schema.body as Json;
       expect(fromDoc(op.requestBody.content["application/json"].schema), key).toEqual(body);
+      // Required unless the route takes none as well (an approval's decision may come without a reason).
+      expect(op.requestBody.required, key).toBe(!(route.config as { bodyOptional?: boolean } | undefined)?.bodyOptional);
     }
 
     // Query string and path parameters: one each per property, with its schema and whether it is required.

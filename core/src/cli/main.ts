@@ -8,7 +8,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { SERVICE_NAMES, type ServiceName } from "../http/service.js";
 import { AUTH_MODES, type AuthMode } from "../http/auth-plugin.js";
 import { ConfigError, LOG_LEVELS, loadConfig, type FabricConfig, type LoadConfigOptions } from "../config.js";
-import { pluginsFor, startFabric } from "../fabric.js";
+import { DEV_DEFAULT_PLUGINS, pluginsFor, startFabric } from "../fabric.js";
 import { PluginLoadError, redact, type LoadedPlugin } from "../plugin-loader.js";
 import { SERVICE_VERSION } from "../version.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
@@ -120,8 +120,8 @@ async function devConfig(flags: RunFlags): Promise<{ config: FabricConfig; authL
   return { config, authLine: `auth: ${mode} (${made ? "new dev keys" : "keys"} in ${displayPath(keysDir)}); a token: ${tokenHint(keyFlag)}` };
 }
 
-async function run(config: FabricConfig, names: readonly ServiceName[], authLine?: string): Promise<void> {
-  const fabric = await startFabric(config, names);
+async function run(config: FabricConfig, names: readonly ServiceName[], authLine?: string, defaults?: readonly string[]): Promise<void> {
+  const fabric = await startFabric(config, names, defaults ? { plugins: await pluginsFor(config, undefined, defaults) } : {});
   const width = Math.max(...fabric.services.map((s) => s.name.length));
   process.stdout.write(`NodeFabric ${SERVICE_VERSION}: ${names.length === SERVICE_NAMES.length ? "all services in one process" : names.join(", ")}\n`);
   for (const s of fabric.services) process.stdout.write(`  ${s.name.padEnd(width)}  ${s.url}\n`);
@@ -205,7 +205,7 @@ export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
 
   withRunOptions(program.command("dev").description("run all seven services in one process (on SQLite unless --store names a plugin's store)")).action(async (flags: RunFlags) => {
     const { config, authLine } = await devConfig(flags);
-    await run(config, SERVICE_NAMES, authLine);
+    await run(config, SERVICE_NAMES, authLine, DEV_DEFAULT_PLUGINS);
   });
 
   withRunOptions(

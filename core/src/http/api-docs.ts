@@ -161,8 +161,11 @@ export function installApiDocs(app: FastifyInstance, o: ApiDocsOptions): void {
     }
     out.response = { ...ERROR_ANSWERS, ...(out.response as Json) };
     if (withAuth) out.security = securityOf(route, key);
+    // Swagger marks every request body required; a route whose body may be left out says so in its config.
+    if (route.config?.bodyOptional) optionalBodies.add(`${methodOf(route).toLowerCase()} ${contractPath(url)}`);
     return { schema: out, url };
   };
+  const optionalBodies = new Set<string>();
 
   /** Copies into components the v1 schemas the document names, and those they name in turn. */
   const transformObject = ({ openapiObject }: { openapiObject: Json }) => {
@@ -178,6 +181,9 @@ export function installApiDocs(app: FastifyInstance, o: ApiDocsOptions): void {
         }
       }
     };
+    for (const [url, ops] of Object.entries((doc.paths ?? {}) as Record<string, Record<string, { requestBody?: { required?: boolean } }>>)) {
+      for (const [method, op] of Object.entries(ops)) if (op.requestBody && optionalBodies.has(`${method} ${url}`)) op.requestBody.required = false;
+    }
     visit(doc.paths);
     while (pending.length > 0) {
       const name = pending.pop()!;

@@ -70,6 +70,8 @@ declare module "fastify" {
   interface FastifyContextConfig {
     /** Filled in from ROUTE_ACCESS when the route is added. */
     access?: RouteAccess | "public";
+    /** The request body may be left out (the API documents then say it is not required). */
+    bodyOptional?: boolean;
   }
 }
 

@@ -11,6 +11,8 @@ import { approvalParams } from "./run-api-schemas.js";
 /** Route options of both decision routes: their params and body schemas. */
 export const approvalDecisionRoute = {
   schema: { params: approvalParams, body: ref("approval_decision_request") },
+  // The API documents say so: the body may be left out.
+  config: { bodyOptional: true },
   // Fastify checks an absent body against the schema as well, where it would fail `type: object`: none means `{}`.
   preValidation: async (req: FastifyRequest) => {
     if (req.body === undefined) req.body = {};

@@ -34,4 +34,25 @@ describe("fabric dev with the console plugin", () => {
     expect(page.status).toBe(200);
     expect(page.text).toContain('<div id="app"></div>');
   });
+
+  it("is served by default: `fabric dev` in an empty folder, naming no plugin, finds it beside core", async () => {
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), "nf-console-default-"));
+    const dev = await startFabricProcess(["dev", "--port-base", "0", "--data-dir", path.join(empty, ".fabric")], { cwd: empty });
+    try {
+      const gateway = dev.urls["run-gateway"]!;
+      let line: RegExpExecArray | null = null;
+      for (let i = 0; i < 100 && !line; i++) {
+        line = /^console: (http:\/\/\S+)$/m.exec(dev.output());
+        if (!line) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(line?.[1]).toBe(`${gateway}/console/`);
+      const page = await call("GET", line![1]!);
+      expect(page.status).toBe(200);
+      expect(page.text).toContain('<div id="app"></div>');
+    } finally {
+      await dev.stop();
+      fs.rmSync(empty, { recursive: true, force: true });
+    }
+  });
 });
+

@@ -190,6 +190,7 @@ function ApprovalRow({ a, outcome, act }: { a: Approval; outcome: Outcome | unde
             <input
               type="text"
               data-testid="reject-reason"
+              maxLength={1000}
               placeholder="Reason (optional)"
               aria-label="Reason for rejecting (optional)"
               value={reason}

@@ -20,6 +20,10 @@ export function StartPage({ route }: { route: Route }) {
   const version = route.query.get("version") ?? "";
   const pick = (type: string, v = "") => navigate(["start"], { type, version: v }, true);
   const [versions, setVersions] = useState<string[]>([]);
+  // What the person is typing, kept apart from the picked type (in the URL): a re-render while they type, such as the
+  // catalogue arriving, must not put the old value back into the field.
+  const [typed, setTyped] = useState(typeId);
+  useEffect(() => setTyped(typeId), [typeId]);
   const [nodeType, setNodeType] = useState<NodeType | undefined>();
   const [loadError, setLoadError] = useState<string | undefined>();
   const ids = useNodeTypeIds();
@@ -61,8 +65,9 @@ export function StartPage({ route }: { route: Route }) {
             type="text"
             list="start-node-type-ids"
             data-testid="start-node-type"
-            value={typeId}
+            value={typed}
             placeholder="demo.echo"
+            onInput={(e) => setTyped((e.currentTarget as HTMLInputElement).value)}
             onChange={(e) => pick((e.currentTarget as HTMLInputElement).value.trim())}
           />
           <datalist id="start-node-type-ids">
