@@ -4,12 +4,10 @@
  * parked at an approval by a real PDP policy.
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import type { FastifyInstance } from "fastify";
 import type { RunningFabric } from "../src/fabric.js";
-import { buildRunGateway } from "../src/services/run-gateway/index.js";
 import { GatewayClient } from "../src/clients/gateway-client.js";
-import { baseOf, call, expectEnvelope, expectValid, until, type Answer } from "./support/gateway-http.js";
-import { startListingFabric } from "./support/listing-fabric.js";
+import { call, expectEnvelope, expectValid, until, type Answer } from "./support/gateway-http.js";
+import { startListingSetup, type ListingBases } from "./support/listing-fabric.js";
 
 const echoRef = { node_type_id: "demo.echo", version: "1.0.0" };
 const sleepRef = { node_type_id: "demo.sleep", version: "1.0.0" };
@@ -19,26 +17,19 @@ const idsOf = (list: Array<{ run_id: string }>) => list.map((r) => r.run_id);
 
 describe("GET /v1/approvals and GET /v1/runs filters (auth off)", () => {
   let fabric: RunningFabric;
-  let forwarding: FastifyInstance;
   /** The fabric's gateway (in-process coordinator), a forwarding gateway, and the coordinator. */
-  let bases: { inProcess: string; forwarded: string; coordinator: string };
+  let bases: ListingBases;
   let gw: string;
 
+  let close: () => Promise<void>;
+
   beforeAll(async () => {
-    fabric = await startListingFabric();
-    forwarding = await buildRunGateway({ logger: false, coordinatorUrl: fabric.urls["run-coordinator"]! });
-    await forwarding.listen({ host: "127.0.0.1", port: 0 });
-    bases = { inProcess: fabric.urls["run-gateway"]!, forwarded: baseOf(forwarding), coordinator: fabric.urls["run-coordinator"]! };
+    ({ fabric, bases, close } = await startListingSetup());
     gw = bases.forwarded;
-    await until("demo node types published", async () => {
-      const r = await call("GET", `${fabric.urls["node-registry"]}/v1/node-types/demo.sleep`);
-      return r.status === 200 ? true : undefined;
-    });
   }, 60_000);
 
   afterAll(async () => {
-    await forwarding?.close();
-    await fabric?.close();
+    await close?.();
   });
 
   async function start(ref: typeof echoRef, input: Record<string, unknown>): Promise<string> {

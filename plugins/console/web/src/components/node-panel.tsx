@@ -9,7 +9,7 @@ import { isTerminal, type NodeView } from "../run-model";
 import { formatDuration, formatTime } from "../format";
 import { href } from "../router";
 import { ErrorView } from "./error-view";
-import { JsonView } from "./json-view";
+import { JsonView, LongText } from "./json-view";
 import { StateBadge } from "./state-badge";
 
 export interface NodePanelProps {
@@ -98,21 +98,7 @@ function PolicyDecisions(props: { events: RunEvent[] }) {
 
 /** Every event about the NodeRun, one JSON object a line (a composite's decomposition of thousands is cut short). */
 function RawEvents(props: { events: RunEvent[] }) {
-  const [all, setAll] = useState(false);
-  const text = props.events.map((e) => JSON.stringify(e)).join("\n");
-  const cut = !all && text.length > 200_000;
-  return (
-    <div>
-      <pre class="json" data-testid="raw-events">
-        {cut ? `${text.slice(0, 200_000)}\n…` : text}
-      </pre>
-      {cut && (
-        <button type="button" class="link" onClick={() => setAll(true)}>
-          Show all {text.length.toLocaleString("en-US")} characters
-        </button>
-      )}
-    </div>
-  );
+  return <LongText text={props.events.map((e) => JSON.stringify(e)).join("\n")} limit={200_000} testid="raw-events" />;
 }
 
 /** A NodeRun parked at a policy checkpoint: a person may let it proceed or fail it from here. */

@@ -11,6 +11,7 @@ import { useCatalogue } from "../components/use-node-types";
 import { layoutPlan, planOf } from "../plan-layout";
 import { nodeTypeHref, ServedBadge } from "./node-types";
 import "./node-types.css";
+import { VersionSelect } from "../components/version-select";
 
 export function NodeTypePage({ route }: { route: Route }) {
   const id = route.path[1] ?? "";
@@ -71,17 +72,7 @@ export function NodeTypePage({ route }: { route: Route }) {
         <div class="node-type-facts">
           <label>
             Version{" "}
-            <select
-              data-testid="node-type-version"
-              value={nt.version}
-              onChange={(e) => (location.hash = nodeTypeHref(nt.node_type_id, (e.currentTarget as HTMLSelectElement).value))}
-            >
-              {versions.map((v) => (
-                <option key={v} value={v}>
-                  {v}
-                </option>
-              ))}
-            </select>
+            <VersionSelect testid="node-type-version" value={nt.version} versions={versions} onPick={(v) => (location.hash = nodeTypeHref(nt.node_type_id, v))} />
           </label>
           <span class="badge" data-testid="node-type-kind">
             {nt.kind}

@@ -10,6 +10,7 @@ import { useNodeTypeIds } from "../components/use-node-types";
 import { initialValue, type JsonSchema } from "../schema-model";
 import { schemaChecker, serverFieldErrors, type FieldErrors } from "../schema-validation";
 import "./start.css";
+import { VersionSelect } from "../components/version-select";
 
 /** With no input_schema, any object is accepted (CONTRACT.md). */
 const ANY_OBJECT: JsonSchema = { type: "object" };
@@ -78,18 +79,7 @@ export function StartPage({ route }: { route: Route }) {
         </label>
         <label>
           Version
-          <select
-            data-testid="start-version"
-            value={nodeType?.version ?? version}
-            disabled={versions.length === 0}
-            onChange={(e) => pick(typeId, (e.currentTarget as HTMLSelectElement).value)}
-          >
-            {versions.map((v) => (
-              <option key={v} value={v}>
-                {v}
-              </option>
-            ))}
-          </select>
+          <VersionSelect testid="start-version" value={nodeType?.version ?? version} versions={versions} disabled={versions.length === 0} onPick={(v) => pick(typeId, v)} />
         </label>
       </div>
       {typeId === "" && (
