@@ -7,6 +7,7 @@ import type { FastifyRequest } from "fastify";
 import type { Caller, RunEngine } from "../../engine/run-engine.js";
 import type { RunStore } from "../../store/run-store.js";
 import { approvalDocument, approvalStoreQuery, nextApprovalsToken, nextRunsToken, runStoreQuery, type ApprovalsQuery, type RunsQuery } from "./listings.js";
+import { decisionBody } from "../approval-decision.js";
 import { waitForRunEnd } from "./prefer-wait.js";
 import type { RunRouting } from "./run-routing.js";
 
@@ -87,6 +88,6 @@ export class CoordinatorApi {
     const runId = (await this.store.getApproval(approvalId))?.run_id;
     const path = `/v1/approvals/${encodeURIComponent(approvalId)}:${decision === "approved" ? "approve" : "reject"}`;
     const local = () => this.engine.resolveApproval(approvalId, decision, caller, reason);
-    await this.routing.call(runId, caller, "approvals:write", "POST", path, local, reason === undefined ? undefined : { reason });
+    await this.routing.call(runId, caller, "approvals:write", "POST", path, local, decisionBody(reason));
   }
 }

@@ -162,25 +162,17 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     return forward(coordinator, reply, "GET", `/v1/node-runs/${seg(node_run_id)}`, { headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs, replay: "any" });
   });
 
-  app.post("/v1/approvals/:approval_id(.+)::approve", approvalDecisionRoute, async (req, reply) => {
-    const { approval_id } = req.params as { approval_id: string };
-    const reason = decisionReason(req);
-    if (local) {
-      await local.resolveApproval(approval_id, "approved", caller(req), reason);
-      return reply.code(204).send();
-    }
-    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:approve`, { body: decisionBody(reason), headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
-  });
-
-  app.post("/v1/approvals/:approval_id(.+)::reject", approvalDecisionRoute, async (req, reply) => {
-    const { approval_id } = req.params as { approval_id: string };
-    const reason = decisionReason(req);
-    if (local) {
-      await local.resolveApproval(approval_id, "rejected", caller(req), reason);
-      return reply.code(204).send();
-    }
-    return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:reject`, { body: decisionBody(reason), headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
-  });
+  for (const [action, decision] of [["approve", "approved"], ["reject", "rejected"]] as const) {
+    app.post(`/v1/approvals/:approval_id(.+)::${action}`, approvalDecisionRoute, async (req, reply) => {
+      const { approval_id } = req.params as { approval_id: string };
+      const reason = decisionReason(req);
+      if (local) {
+        await local.resolveApproval(approval_id, decision, caller(req), reason);
+        return reply.code(204).send();
+      }
+      return forward(coordinator, reply, "POST", `/v1/approvals/${seg(approval_id)}:${action}`, { body: decisionBody(reason), headers: await forwardedHeaders(req), timeoutMs: requestTimeoutMs });
+    });
+  }
 
   return app;
 }
