@@ -241,7 +241,7 @@ interface Dashboard {
 const DATASOURCE = { type: "prometheus", uid: "${datasource}" };
 
 /** Units a panel may show, by what its values are. */
-const UNITS = new Set(["s", "ms", "reqps", "short", "percentunit", "bytes", "ops"]);
+const UNITS = new Set(["s", "reqps", "short", "percentunit", "bytes"]);
 
 /** Every panel, those inside collapsed rows too. */
 function allPanels(d: Dashboard): Panel[] {
