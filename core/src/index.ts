@@ -38,3 +38,5 @@ export { FencedError, FENCED, TERMINAL_STATES, type SharedRunStore, type Coordin
 export { HeldRunCache } from "./store/held-run-cache.js";
 export { orderKey, orderKeys, cursorKey, isSemver } from "./store/node-type-version-order.js";
 export type { CandidateSetStore, StoredCandidateSet } from "./store/candidate-set-store.js";
+export { CHANNEL_NAMES, type ChannelMessages, type RunStartedMessage, type RunEndedMessage, type NodeRunEndedMessage, type NodeRunRetryingMessage, type BudgetExceededMessage, type PdpDecisionMessage, type StoreWriteMessage, type HttpRequestMessage } from "./observe/channels.js";
+export type { ObservedValues } from "./observe/observables.js";

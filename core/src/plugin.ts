@@ -11,6 +11,7 @@ import type { AuthMode } from "./http/auth-plugin.js";
 import type { RunStore } from "./store/run-store.js";
 import type { NodeTypeStore } from "./store/node-type-store.js";
 import type { CandidateSetStore } from "./store/candidate-set-store.js";
+import type { ObservedValues } from "./observe/observables.js";
 
 /** Marks a value made by definePlugin (a global symbol, so two copies of core recognise each other's plugins). */
 export const PLUGIN_BRAND: unique symbol = Symbol.for("nodefabric.plugin") as never;
@@ -58,6 +59,13 @@ export interface PluginServiceContext {
    * process is known only once it listens, which may be after this plugin is registered.
    */
   serviceUrl(name: ServiceName): string;
+  /** The services this process runs (all seven under `fabric dev`, one under `fabric start <service>`). */
+  processServices: readonly ServiceName[];
+  /**
+   * What the service can tell about its work now (queue depth, work in flight, event followers), for metrics. Ask
+   * when a scrape comes; each field is there only on the services it applies to.
+   */
+  observe(): Promise<ObservedValues>;
   /** How callers authenticate (the `auth` configuration, without keys or secrets). */
   auth: {
     mode: AuthMode;

@@ -3,6 +3,7 @@
  * JSON in and out, and non-2xx answers turned back into FabricErrors from their ErrorEnvelope.
  */
 import { Pool, type Dispatcher } from "undici";
+import { context, endSpan, injectTraceHeaders, recording, SpanKind, trace, tracer, type Span } from "../observe/tracing.js";
 import { FabricError, NOT_JSON, TOO_LARGE, type ErrorBody, type RequestErrorCode, ERROR_STATUS } from "../http/errors.js";
 
 export interface HttpClientOptions {
@@ -100,15 +101,48 @@ export class HttpClient {
     return s ? `${path}?${s}` : path;
   }
 
+  /**
+   * A client span for a call to another service, when the caller is traced; its context goes out as `traceparent`.
+   * Undefined (and no header) when nothing is recorded.
+   */
+  private clientSpan(method: string, path: string): Span | undefined {
+    if (!recording()) return undefined;
+    const u = new URL(path, this.baseUrl);
+    // Named by the method alone, as OpenTelemetry's HTTP conventions do when the route is not known: paths hold ids.
+    return tracer.startSpan(method, {
+      kind: SpanKind.CLIENT,
+      attributes: { "http.request.method": method, "url.full": u.origin + u.pathname, "server.address": u.hostname, "server.port": Number(u.port) || 80 },
+    });
+  }
+
+  /** Headers with the trace context of `span` (or the active one), for the request it covers. */
+  private async tracedHeaders(span: Span | undefined, extra: Record<string, string> | undefined, hasBody: boolean): Promise<Record<string, string>> {
+    const headers = await this.buildHeaders(extra, hasBody);
+    return span ? injectTraceHeaders(headers, trace.setSpan(context.active(), span)) : headers;
+  }
+
   /** Sends a request and returns status, headers and parsed JSON body (null when empty); never throws for a status. */
   async request<T = unknown>(method: Dispatcher.HttpMethod, path: string, body?: unknown, options: RequestOptions = {}): Promise<JsonResponse<T>> {
+    const span = this.clientSpan(method, path);
+    try {
+      const res = await this.send<T>(method, path, body, options, span);
+      span?.setAttribute("http.response.status_code", res.status);
+      if (span) endSpan(span, res.status >= 500 ? { code: (res.body as { error?: { code?: string } } | null)?.error?.code, message: `answered ${res.status}` } : undefined);
+      return res;
+    } catch (err) {
+      if (span) endSpan(span, err);
+      throw err;
+    }
+  }
+
+  private async send<T>(method: Dispatcher.HttpMethod, path: string, body: unknown, options: RequestOptions, span: Span | undefined): Promise<JsonResponse<T>> {
     const hasBody = body !== undefined;
     let res: Dispatcher.ResponseData;
     try {
       res = await this.pool.request({
         method,
         path: this.pathWithQuery(path, options.query),
-        headers: await this.buildHeaders(options.headers, hasBody),
+        headers: await this.tracedHeaders(span, options.headers, hasBody),
         body: hasBody ? JSON.stringify(body) : undefined,
         signal: options.signal,
         headersTimeout: options.timeoutMs,
@@ -144,7 +178,7 @@ export class HttpClient {
       return await this.pool.request({
         method: "GET",
         path: this.pathWithQuery(path, options.query),
-        headers: await this.buildHeaders({ accept: "application/x-ndjson", ...options.headers }),
+        headers: injectTraceHeaders(await this.buildHeaders({ accept: "application/x-ndjson", ...options.headers })),
         signal: options.signal,
         bodyTimeout: 0,
       });

@@ -182,6 +182,7 @@ export class Children {
         const data: Record<string, unknown> = { node_type_ref: node.node_type_ref, kind: nodeType.kind, parent_node_run_id: parent.node_run_id };
         if (f.spec.idempotency_key) data.idempotency_key = f.spec.idempotency_key;
         batch.events!.push(event("node_run_created", run.run_id, id, data));
+        core.noteCreatedIn(id);
         batch.nodeRuns!.push(rec);
         created.push(rec);
         result[f.index] = node;

@@ -10,6 +10,8 @@ import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
 import type { ApprovalRecord, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
 import { EventHub } from "./event-hub.js";
+import { publish } from "../observe/channels.js";
+import { ATTR, context, endSpan, inSpan, recording, runTraceContext, SpanKind, tracer, type Context, type Span } from "../observe/tracing.js";
 import { TickWriter } from "./tick-writer.js";
 import { AssignmentTokens } from "./assignment-tokens.js";
 import { mergeConstraints } from "./constraints.js";
@@ -36,6 +38,12 @@ export const CONSTRAINTS_KEY = "nodefabric.constraints";
 /** A NodeRun extension: the checkpoints a person approved for it, each with its approval id. */
 const APPROVED_KEY = "nodefabric.approvals";
 
+/** The node type a run runs (its root's), as the Run records it. */
+export function rootTypeOf(run: RunRecord): string {
+  const ref = run.run.extensions?.["nodefabric.root_node_type_ref"] as { node_type_id?: unknown } | undefined;
+  return typeof ref?.node_type_id === "string" ? ref.node_type_id : "unknown";
+}
+
 /** A pending approval id that the PDP may name, when it is a safe id nobody used yet. */
 const APPROVAL_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
@@ -51,6 +59,10 @@ export class EngineCore {
   /** When each composite's current assignment token was minted, in memory. */
   readonly tokenMintedAt = new Map<string, number>();
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** The open span of each NodeRun attempt this process dispatched, ended with the attempt (only while traced). */
+  private readonly nodeRunSpans = new Map<string, Span>();
+  /** The traced context each child NodeRun was created in (the composite's call), its spans' parent (in memory). */
+  private readonly createdIn = new Map<string, Context>();
   stopped = false;
   /** Told of every event this process committed, after the hub (set by the engine when other coordinators write too). */
   afterPublish: (events: RunEvent[]) => void = () => undefined;
@@ -82,6 +94,64 @@ export class EngineCore {
 
   write(batch: WriteBatch): Promise<RunEvent[]> {
     return this.writer.write(batch);
+  }
+
+  // ---------------------------------------------------------------- tracing
+
+  /** Remembers the traced context a child NodeRun is created in, so its attempts' spans descend from that call. */
+  noteCreatedIn(nodeRunId: string): void {
+    if (recording()) this.createdIn.set(nodeRunId, context.active());
+  }
+
+  /**
+   * Opens the span of a NodeRun's attempt (`node_run <node_type_id>`), a child of the call that created it, or else
+   * of the run's anchor: so after a restart, in another coordinator, it is still in the run's trace. The span stays
+   * open until the attempt ends (its NodeRun ends, or is retried). Undefined when nothing is recorded.
+   */
+  openNodeRunSpan(nr: NodeRunRecord, run: RunRecord, endpoint?: string): Span | undefined {
+    const parent = this.createdIn.get(nr.node_run_id) ?? runTraceContext(run.run);
+    const ref = nr.node_run.node_type_ref;
+    const span = tracer.startSpan(`node_run ${ref.node_type_id}`, {
+      kind: SpanKind.INTERNAL,
+      attributes: {
+        [ATTR.runId]: nr.run_id,
+        [ATTR.nodeRunId]: nr.node_run_id,
+        [ATTR.nodeTypeId]: ref.node_type_id,
+        [ATTR.nodeTypeVersion]: ref.version,
+        [ATTR.kind]: nr.node_run.kind ?? "atomic",
+        [ATTR.attempt]: nr.attempt,
+        ...(endpoint ? { "nodefabric.executor.endpoint": endpoint } : {}),
+      },
+    }, parent);
+    if (!span.isRecording()) return undefined;
+    this.nodeRunSpans.get(nr.node_run_id)?.end();
+    this.nodeRunSpans.set(nr.node_run_id, span);
+    return span;
+  }
+
+  /** Ends the open span of a NodeRun's attempt with the state it reached (a failure recorded as its status). */
+  private closeNodeRunSpan(nodeRunId: string, state: string, error?: FabricErrorBody): void {
+    const span = this.nodeRunSpans.get(nodeRunId);
+    if (!span) return;
+    this.nodeRunSpans.delete(nodeRunId);
+    span.setAttribute(ATTR.state, state);
+    endSpan(span, error && state !== "completed" ? error : undefined);
+  }
+
+  /** Ends every open span (the engine stops): their attempts go on elsewhere, or after the restart. */
+  endSpans(): void {
+    for (const [id, span] of this.nodeRunSpans) {
+      span.setAttribute(ATTR.state, "handed_over");
+      span.end();
+      this.nodeRunSpans.delete(id);
+    }
+    this.createdIn.clear();
+  }
+
+  /** A NodeRun's attempt is given up to be tried again: its span ends, and observers learn why. */
+  attemptRetried(nr: NodeRunRecord, reason: string, error?: FabricErrorBody): void {
+    this.closeNodeRunSpan(nr.node_run_id, "retrying", error);
+    publish("nodeRunRetrying", () => ({ node_type_id: nr.node_run.node_type_ref.node_type_id, reason, attempt: nr.attempt }));
   }
 
   // ---------------------------------------------------------------- reads
@@ -162,6 +232,15 @@ export class EngineCore {
 
   /** Asks the PDP; a deny, or an unreachable PDP, comes back as the failure to record. */
   async decide(req: PolicyDecisionRequest): Promise<{ decision?: PolicyDecision; record: Record<string, unknown>; error?: FabricErrorBody }> {
+    if (!recording()) return this.askPolicy(req);
+    return inSpan(`policy ${req.action}`, { attributes: { "nodefabric.pdp.action": req.action, [ATTR.runId]: req.run_id } }, async (span) => {
+      const out = await this.askPolicy(req);
+      span.setAttribute("nodefabric.pdp.decision", out.decision?.decision ?? "error");
+      return out;
+    });
+  }
+
+  private async askPolicy(req: PolicyDecisionRequest): Promise<{ decision?: PolicyDecision; record: Record<string, unknown>; error?: FabricErrorBody }> {
     try {
       const decision = await this.o.policy!.decide(req);
       const record: Record<string, unknown> = { decision: decision.decision };
@@ -260,6 +339,15 @@ export class EngineCore {
     if (error && state !== "completed") data.error = error;
     (batch.events ??= []).push(event("node_run_completed", nr.run_id, nr.node_run_id, data));
     if (nr.parent_node_run_id) this.progress.set(nr.parent_node_run_id, clock.now());
+    this.closeNodeRunSpan(nr.node_run_id, state, error);
+    this.createdIn.delete(nr.node_run_id);
+    publish("nodeRunEnded", () => ({
+      node_type_id: nr.node_run.node_type_ref.node_type_id,
+      kind: nr.node_run.kind === "composite" ? "composite" : "atomic",
+      state,
+      duration_ms: Math.max(0, clock.now() - nr.created_at),
+      ...(error && state !== "completed" ? { error_code: error.code } : {}),
+    }));
     if (nr.node_run_id === run.run.root_node_run_id) this.finishRun(batch, run, state, outputs, error);
   }
 
@@ -277,6 +365,11 @@ export class EngineCore {
     const data: Record<string, unknown> = { state };
     if (state !== "completed") data.error = ext["nodefabric.error"];
     (batch.events ??= []).push(event("run_completed", run.run_id, undefined, data));
+    publish("runEnded", () => ({ node_type_id: rootTypeOf(run), state, duration_ms: Math.max(0, clock.now() - run.created_at) }));
+    const failure = ext["nodefabric.error"] as FabricErrorBody | undefined;
+    if (state !== "completed" && failure?.code === "budget_exceeded") {
+      publish("budgetExceeded", () => ({ budget: String((failure.details as { budget?: unknown } | undefined)?.budget ?? "unknown") }));
+    }
   }
 
   /**

@@ -16,6 +16,7 @@ import { Results } from "./results.js";
 import { Children } from "./children.js";
 import { RunLifecycle } from "./run-lifecycle.js";
 import type { EventHub } from "./event-hub.js";
+import { clock } from "../clock.js";
 import type { Caller, RunEngineOptions } from "./engine-types.js";
 import { RunOwnership, type RunPlace } from "./ownership.js";
 import { RemoteEvents } from "./remote-events.js";
@@ -125,6 +126,7 @@ export class RunEngine {
     this.remote?.stop();
     await this.core.writer.drain();
     await this.ownership?.release();
+    this.core.endSpans();
   }
 
   /** A run visible to the caller, or 404 run_not_found. */
@@ -186,6 +188,18 @@ export class RunEngine {
   }
 
   /** How many NodeRuns are with executors now. */
+  /**
+   * What waits to be dispatched: NodeRuns ready in the store that no coordinator holds, plus those this one holds
+   * without capacity to send yet; and how long the oldest of them has waited, in seconds.
+   */
+  async queue(): Promise<{ depth: number; oldestAgeSeconds: number }> {
+    const now = clock.now();
+    const stored = (await this.core.store.queueStats?.(now)) ?? { depth: 0, oldestAvailableAt: null };
+    const local = this.dispatcher.waiting();
+    const oldest = Math.min(stored.oldestAvailableAt ?? now, local.oldestAt ?? now);
+    return { depth: stored.depth + local.count, oldestAgeSeconds: Math.max(0, now - oldest) / 1000 };
+  }
+
   inFlightCount(): number {
     return this.dispatcher.inFlightCount();
   }

@@ -8,6 +8,8 @@ import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
 import { DECIDED_BY_KEY, DECISION_REASON_KEY, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type WriteBatch } from "../store/run-store.js";
 import { mergeConstraints } from "./constraints.js";
+import { publish } from "../observe/channels.js";
+import { ATTR, context, inSpan, ROOT_CONTEXT, spanContextOf, trace, TraceFlags, TRACE_UNSAMPLED_KEY, type Span } from "../observe/tracing.js";
 import { BUDGETS_KEY, CONSTRAINTS_KEY, USAGE_KEY, type EngineCore, type RunUsage } from "./engine-core.js";
 import type { Dispatcher, SendPlan } from "./dispatch.js";
 import { listRefusal } from "./children.js";
@@ -39,8 +41,23 @@ export class RunLifecycle {
     private readonly dispatcher: Dispatcher,
   ) {}
 
-  /** POST /v1/runs: stores the Run and its root NodeRun durably, then answers. */
+  /**
+   * POST /v1/runs: stores the Run and its root NodeRun durably, then answers. The run's trace is anchored here: in a
+   * `run.start` span, a child of the caller's trace (its `traceparent`, or else the trace its `run_context.trace`
+   * names), whose ids the Run keeps in `run_context.trace` for every later span of the run to descend from.
+   */
   async start(req: RunStartRequest, caller: Caller = {}): Promise<Run> {
+    const active = trace.getSpan(context.active())?.spanContext();
+    const named = spanContextOf(req.run_context?.trace);
+    const parent = active && trace.isSpanContextValid(active) ? context.active() : named ? trace.setSpanContext(ROOT_CONTEXT, named) : context.active();
+    const ref = req.root_node_type_ref;
+    const attributes = { [ATTR.nodeTypeId]: ref.node_type_id, [ATTR.nodeTypeVersion]: ref.version, ...(req.run_id ? { [ATTR.runId]: req.run_id } : {}) };
+    const { run, created } = await inSpan(`run.start ${ref.node_type_id}`, { parent, attributes }, (span) => this.startRun(req, caller, span));
+    if (created) publish("runStarted", () => ({ node_type_id: ref.node_type_id }));
+    return run;
+  }
+
+  private async startRun(req: RunStartRequest, caller: Caller, span: Span): Promise<{ run: Run; created: boolean }> {
     const core = this.core;
     // Only a client-chosen run_id can be repeated, so only then is the request's hash worth its cost.
     const requestHash = req.run_id ? hashOf({ req, tenant: caller.tenant_id ?? null }) : "";
@@ -49,7 +66,7 @@ export class RunLifecycle {
       if (req.run_id) {
         const existing = await core.store.getRun(req.run_id);
         if (existing) {
-          if (existing.request_hash === requestHash) return { run: existing.run };
+          if (existing.request_hash === requestHash) return { run: existing.run, created: false };
           // Another tenant's run id answers the same as any other conflict, without revealing the run.
           throw new FabricError("run_already_exists", `run ${req.run_id} already exists with a different request`, { details: { run_id: req.run_id } });
         }
@@ -61,6 +78,11 @@ export class RunLifecycle {
       const budgets = envelope.budgets;
       const runContext: RunContext = { ...(req.run_context ?? {}) };
       stampIdentity(runContext, caller);
+      // The run's anchor: the ids of this span, so that every later span of the run joins this trace.
+      const anchor = span.spanContext();
+      const anchored = trace.isSpanContextValid(anchor);
+      if (anchored) runContext.trace = { ...runContext.trace, trace_id: anchor.traceId, span_id: anchor.spanId };
+      span.setAttribute(ATTR.runId, runId);
       const rootId = newId("nr");
       const maxWall = budgets?.max_wall_time_ms;
       const run: Run = { run_id: runId, state: "queued", root_node_run_id: rootId, started_at: nowIso };
@@ -74,6 +96,7 @@ export class RunLifecycle {
       if (req.constraints) runExt["nodefabric.constraints"] = req.constraints;
       if (budgets && Object.keys(budgets).length > 0) runExt[BUDGETS_KEY] = budgets;
       if (req.metadata) runExt["nodefabric.metadata"] = req.metadata;
+      if (anchored && (anchor.traceFlags & TraceFlags.SAMPLED) === 0) runExt[TRACE_UNSAMPLED_KEY] = true;
       run.extensions = runExt;
       const rootExt: Record<string, unknown> = { "nodefabric.attempt": 1, "nodefabric.depth": 0 };
       if (Object.keys(envelope).length > 0) rootExt[CONSTRAINTS_KEY] = envelope;
@@ -121,7 +144,7 @@ export class RunLifecycle {
       const batch: WriteBatch = { runs: [runRec], nodeRuns: [nrRec], events, approvals: [] };
       const end = async () => {
         await core.write(batch);
-        return { run: runRec.run };
+        return { run: runRec.run, created: true };
       };
       // The run's allow and deny lists apply to its root as to any other node.
       const refusal = listRefusal(envelope, nodeRun.node_type_ref.node_type_id);
@@ -152,9 +175,9 @@ export class RunLifecycle {
       await core.write(batch);
       if (plan) this.dispatcher.send(plan);
       else if (!isTerminal(nrRec.state) && nrRec.lease_owner && !nrRec.approval_id) this.dispatcher.sendClaimed(nrRec);
-      return { run: runRec.run };
+      return { run: runRec.run, created: true };
     });
-    return started.run;
+    return started;
   }
 
   /** POST /v1/runs/{id}:cancel: cancels the run and every open NodeRun; a run that has ended is returned unchanged. */

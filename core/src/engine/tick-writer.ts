@@ -12,10 +12,14 @@
  * so each run's writes still commit, and publish their events, in the order they were written.
  */
 import type { RunEvent } from "@nodefabric/schemas";
+import { observed } from "../observe/channels.js";
+import { context, recording, SpanStatusCode, tracer, type Context } from "../observe/tracing.js";
 import type { ApprovalRecord, NewRunEvent, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
 
 interface Part {
   batch: WriteBatch;
+  /** The traced context the part was written in, for its `store.write` span. */
+  trace?: Context;
   resolve: (events: RunEvent[]) => void;
   reject: (err: unknown) => void;
 }
@@ -39,7 +43,8 @@ export class TickWriter {
 
   /** Queues a part of this tick's batch; resolves with its events (seq set) once it is durable. */
   write(part: WriteBatch): Promise<RunEvent[]> {
-    const done = new Promise<RunEvent[]>((resolve, reject) => this.parts.push({ batch: part, resolve, reject }));
+    const traced = recording() ? context.active() : undefined;
+    const done = new Promise<RunEvent[]>((resolve, reject) => this.parts.push({ batch: part, trace: traced, resolve, reject }));
     this.schedule();
     return done;
   }
@@ -86,6 +91,39 @@ export class TickWriter {
     }
   }
 
+  /**
+   * Applies `batch` for `parts`; tells observers how long it took and how big it was, and gives each traced part a
+   * `store.write` span in its own trace (a transaction serves several runs, so several traces).
+   */
+  private async apply(parts: Part[], batch: WriteBatch): Promise<RunEvent[]> {
+    const observe = observed.storeWrite.hasSubscribers;
+    const traced = parts.some((p) => p.trace !== undefined);
+    if (!observe && !traced) return this.store.apply(batch);
+    const startedAt = Date.now();
+    const started = performance.now();
+    let ok = false;
+    try {
+      const committed = await this.store.apply(batch);
+      ok = true;
+      return committed;
+    } finally {
+      const durationMs = performance.now() - started;
+      const events = batch.events?.length ?? 0;
+      const nodeRuns = batch.nodeRuns?.length ?? 0;
+      if (observe) observed.storeWrite.publish({ store: "runs", parts: parts.length, events, node_runs: nodeRuns, duration_ms: durationMs, ok });
+      if (traced) {
+        const seen = new Set<Context>();
+        for (const p of parts) {
+          if (!p.trace || seen.has(p.trace)) continue;
+          seen.add(p.trace);
+          const span = tracer.startSpan("store.write", { startTime: startedAt, attributes: { "db.operation.name": "apply", "nodefabric.store.batch_parts": parts.length, "nodefabric.store.events": events, "nodefabric.store.node_runs": nodeRuns } }, p.trace);
+          if (!ok) span.setStatus({ code: SpanStatusCode.ERROR, message: "the transaction failed" });
+          span.end(startedAt + durationMs);
+        }
+      }
+    }
+  }
+
   /** Applies parts as one batch; never rejects. */
   private async flush(parts: Part[]): Promise<void> {
     if (parts.length === 1) {
@@ -94,7 +132,7 @@ export class TickWriter {
     }
     let committed: RunEvent[];
     try {
-      committed = await this.store.apply(combine(parts));
+      committed = await this.apply(parts, combine(parts));
     } catch {
       // Nothing of the tick was written: find the parts at fault by applying each on its own, in order.
       for (const p of parts) await this.applyAlone(p);
@@ -112,7 +150,7 @@ export class TickWriter {
   private async applyAlone(p: Part): Promise<void> {
     let committed: RunEvent[];
     try {
-      committed = await this.store.apply(p.batch);
+      committed = await this.apply([p], p.batch);
     } catch (err) {
       p.reject(err);
       return;

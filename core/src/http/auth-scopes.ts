@@ -7,7 +7,7 @@ import type { ServiceName } from "./service-names.js";
 
 /**
  * The scopes of CONTRACT.md ("Authentication"), plus two NodeFabric extensions meant for service identities only:
- * `identity:delegate` and `executors:register` (SERVICE_ONLY_SCOPES).
+ * `identity:delegate` and `executors:register` (SERVICE_ONLY_SCOPES), and `metrics:read` for metrics scrapers.
  */
 export const SCOPES = [
   "runs:write",
@@ -24,6 +24,8 @@ export const SCOPES = [
   // Lets an executor enter itself in the registry's executor directory: the coordinator sends it the inputs of every
   // NodeRun of the node types it names, and its own token.
   "executors:register",
+  // Lets a scraper (Prometheus) read a service's metrics at GET /metrics (served by the telemetry plugin).
+  "metrics:read",
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

@@ -14,6 +14,8 @@ import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
 import { installApiDocs } from "./api-docs.js";
 import { audienceOf } from "./auth-scopes.js";
 import type { ServiceName } from "./service-names.js";
+import { observed } from "../observe/channels.js";
+import { ATTR, context, extractTraceContext, SpanKind, SpanStatusCode, trace, tracer, type Span } from "../observe/tracing.js";
 
 // The service names live in a file of their own, so that the auth files need not import this one (no import loop).
 export { SERVICE_NAMES, type ServiceName } from "./service-names.js";
@@ -113,6 +115,48 @@ function isLongLived(req: FastifyRequest): boolean {
   return prefer !== undefined && /(^|[\s,])wait\s*=/i.test(Array.isArray(prefer) ? prefer.join(",") : prefer);
 }
 
+const SPAN = Symbol("nodefabric.span");
+const STARTED = Symbol("nodefabric.started");
+type Traced = FastifyRequest & { [SPAN]?: Span; [STARTED]?: number };
+
+/**
+ * Every request in a span of its own (a child of the caller's `traceparent`), active while the request is handled so
+ * the spans and outgoing calls it makes descend from it; and its latency told to observers (channels.ts). Without an
+ * SDK the span records nothing and nothing is set; without a subscriber no time is taken.
+ */
+function traceRequests(app: FastifyInstance, service: ServiceName): void {
+  // Callback style, and first: the rest of the request runs inside `context.with`, so the span is its parent.
+  app.addHook("onRequest", (req, _reply, done) => {
+    if (observed.httpRequest.hasSubscribers) (req as Traced)[STARTED] = performance.now();
+    const parent = extractTraceContext(req.headers);
+    const route = req.routeOptions.url ?? "unmatched";
+    const span = tracer.startSpan(`${req.method} ${route}`, {
+      kind: SpanKind.SERVER,
+      attributes: { "http.request.method": req.method, "http.route": route, "url.path": req.url.split("?")[0], [ATTR.service]: service },
+    }, parent);
+    if (!span.isRecording()) {
+      done();
+      return;
+    }
+    (req as Traced)[SPAN] = span;
+    context.with(trace.setSpan(parent, span), done);
+  });
+  app.addHook("onResponse", (req, reply, done) => {
+    const r = req as Traced;
+    const span = r[SPAN];
+    if (span) {
+      span.setAttribute("http.response.status_code", reply.statusCode);
+      if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
+    const started = r[STARTED];
+    if (started !== undefined && observed.httpRequest.hasSubscribers) {
+      observed.httpRequest.publish({ service, method: req.method, route: req.routeOptions.url ?? "unmatched", status: reply.statusCode, duration_ms: performance.now() - started });
+    }
+    done();
+  });
+}
+
 /** Creates a service's fastify instance with the shared v1 behaviour; the caller registers its routes. */
 export function createService(options: ServiceOptions): FastifyInstance {
   const limits = resolveLimits(options.limits);
@@ -153,6 +197,7 @@ export function createService(options: ServiceOptions): FastifyInstance {
   app.addHook("onClose", async () => {
     closing = true;
   });
+  traceRequests(app, options.name);
   // First of all hooks: refusing costs less than anything a request would do before it.
   app.addHook("onRequest", async (req, reply) => {
     if (closing) {

@@ -175,6 +175,12 @@ export interface RunStore {
   listExpiredLeases(now: number, limit: number): Promise<NodeRunRecord[]>;
   /** Open runs whose deadline passed before `now`. */
   listOverdueRuns(now: number, limit: number): Promise<RunRecord[]>;
+  /**
+   * How many NodeRuns are ready to be claimed at `now` (dispatchable as `claim` says: no approval pending, available,
+   * and unleased or with an expired lease), and the earliest `available_at` among them (null with none). For
+   * metrics; a store may leave it out.
+   */
+  queueStats?(now: number): Promise<{ depth: number; oldestAvailableAt: number | null }>;
 
   /** Present on a store several coordinators share (PostgreSQL); absent on the embedded SQLite store. */
   readonly shared?: SharedRunStore;

@@ -299,6 +299,11 @@ function prepareAll(db: SqliteDatabase) {
     ),
 
     events: db.prepare(`SELECT doc FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`).pluck(),
+    queueStats: db.prepare(
+      `SELECT count(*) AS depth, min(available_at) AS oldest FROM node_runs
+       WHERE ${OPEN_NODE_RUN} AND approval_id IS NULL AND available_at <= @now
+         AND (lease_owner IS NULL OR lease_expires_at < @now)`,
+    ),
 
     getApproval: db.prepare(`SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE approval_id = ?`),
   };
@@ -648,6 +653,11 @@ export class SqliteRunStore implements RunStore {
   /** Open runs whose deadline passed before `now`, most overdue first. */
   async listOverdueRuns(now: number, limit: number): Promise<RunRecord[]> {
     return (this.stmt.overdueRuns.all(now, limit) as RunRow[]).map(toRun);
+  }
+
+  async queueStats(now: number): Promise<{ depth: number; oldestAvailableAt: number | null }> {
+    const row = this.stmt.queueStats.get({ now }) as { depth: number; oldest: number | null };
+    return { depth: row.depth, oldestAvailableAt: row.oldest };
   }
 
   /** Closes the database; later calls do nothing. */

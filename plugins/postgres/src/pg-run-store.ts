@@ -559,6 +559,17 @@ export class PgRunStore implements RunStore, SharedRunStore {
     return rows.map(toNodeRun);
   }
 
+  async queueStats(now: number): Promise<{ depth: number; oldestAvailableAt: number | null }> {
+    const { rows } = await this.pool.query<{ depth: string; oldest: string | null }>(
+      `SELECT count(*) AS depth, (extract(epoch FROM min(available_at)) * 1000)::int8 AS oldest FROM node_runs
+       WHERE ${OPEN_NODE_RUN} AND approval_id IS NULL AND available_at <= ${ts("$1")}
+         AND (lease_owner IS NULL OR lease_expires_at < ${ts("$1")})`,
+      [now],
+    );
+    const row = rows[0];
+    return { depth: Number(row?.depth ?? 0), oldestAvailableAt: row?.oldest == null ? null : Number(row.oldest) };
+  }
+
   async listOverdueRuns(now: number, limit: number): Promise<RunRecord[]> {
     const params: unknown[] = [now, limit];
     const mine = this.owner !== undefined ? `AND lease_owner = $${params.push(this.owner)}` : "";

@@ -9,7 +9,7 @@ import type { Dispatcher } from "undici";
 import { HandlerError } from "../handler-error.js";
 import { networkFailureCause, upstreamUnavailableError, UPSTREAM_UNAVAILABLE, type NetworkTarget } from "../network-failure.js";
 import type { AtomicContext, AtomicDefinition, FabricDefinition, HandlerLogger, HandlerSecrets } from "../types.js";
-import { createHandlerEgress, createHandlerFetch, createHandlerRequest } from "./handler-fetch.js";
+import { createHandlerEgress, createHandlerFetch, createHandlerRequest, type UpstreamTracer } from "./handler-fetch.js";
 import type { SecretBindings } from "./handler-secrets.js";
 import { dedupeIssues, issuesFromAjv } from "./schema-issues.js";
 
@@ -84,6 +84,8 @@ export interface ExecuteOptions {
   egressDispatcher: Dispatcher;
   /** The hosts each secret may go to through `ctx.egress.secretFor`. */
   secretBindings: Pick<SecretBindings, "refusal">;
+  /** Traces the handler's upstream calls (`ctx.fetch`, `ctx.request`, `ctx.egress.fetch`), when the executor is traced. */
+  traceUpstream?: UpstreamTracer;
   /** Told when a handler is left running past its deadline, and again when it finally settles. */
   onAbandoned?: (delta: 1 | -1) => void;
 }
@@ -251,14 +253,14 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
       return logger();
     },
     get fetch() {
-      return (fetchFn ??= createHandlerFetch(signal, options.fetchTimeoutMs));
+      return (fetchFn ??= createHandlerFetch(signal, options.fetchTimeoutMs, options.traceUpstream));
     },
     get request() {
-      return (requestFn ??= createHandlerRequest(signal, options.fetchTimeoutMs, options.upstreamDispatcher));
+      return (requestFn ??= createHandlerRequest(signal, options.fetchTimeoutMs, options.upstreamDispatcher, options.traceUpstream));
     },
     secrets: options.secrets,
     get egress() {
-      return (egress ??= createHandlerEgress(signal, options.fetchTimeoutMs, options.egressDispatcher, options.secrets, options.secretBindings));
+      return (egress ??= createHandlerEgress(signal, options.fetchTimeoutMs, options.egressDispatcher, options.secrets, options.secretBindings, options.traceUpstream));
     },
     nodeType,
     reportCost(amount: number) {

@@ -60,30 +60,52 @@ function upstreamFailure(err: unknown, input: string | URL | Request, stops: Rea
   return upstreamUnavailableError(err, targetOf(input)) ?? err;
 }
 
+/** One traced upstream call: the headers that carry its trace context (`traceparent`), and its end. */
+export interface UpstreamTrace {
+  headers: Record<string, string>;
+  end(status?: number, error?: unknown): void;
+}
+
+/**
+ * Traces upstream calls: the executor gives one (an OpenTelemetry client span per call) when it is traced, and
+ * nothing otherwise. It may return undefined for a call it does not trace.
+ */
+export type UpstreamTracer = (method: string, url: URL | undefined) => UpstreamTrace | undefined;
+
 /** A fetch that aborts with the execution's signal, gives up after `timeoutMs`, and names NodeFabric as the user agent. */
-export function createHandlerFetch(signal: AbortSignal, timeoutMs: number): typeof globalThis.fetch {
+export function createHandlerFetch(signal: AbortSignal, timeoutMs: number, traceUpstream?: UpstreamTracer): typeof globalThis.fetch {
   return async (input, init) => {
     const timeout = requestTimeout(input, timeoutMs);
     const signals = [signal, timeout.signal];
     if (init?.signal) signals.push(init.signal);
     const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
     if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
+    const traced = traceUpstream?.((init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase(), targetOf(input));
+    if (traced) for (const [k, v] of Object.entries(traced.headers)) if (!headers.has(k)) headers.set(k, v);
     try {
-      return await globalThis.fetch(input, { ...init, headers, signal: AbortSignal.any(signals) });
+      const res = await globalThis.fetch(input, { ...init, headers, signal: AbortSignal.any(signals) });
+      traced?.end(res.status);
+      return res;
     } catch (err) {
       timeout.clear();
-      throw upstreamFailure(err, input, [signal, init?.signal]);
+      const failure = upstreamFailure(err, input, [signal, init?.signal]);
+      traced?.end(undefined, failure);
+      throw failure;
     }
   };
 }
 
 /** `ctx.request`: undici's request over `dispatcher`, aborted with the execution's signal, bounded by `timeoutMs`. */
-export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher): (url: string | URL, options?: UpstreamRequestOptions) => Promise<UpstreamResponse> {
+export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, traceUpstream?: UpstreamTracer): (url: string | URL, options?: UpstreamRequestOptions) => Promise<UpstreamResponse> {
   return async (url, options = {}) => {
     const headers: Record<string, string> = { ...options.headers };
     if (!Object.keys(headers).some((k) => k.toLowerCase() === "user-agent")) headers["user-agent"] = USER_AGENT;
+    const traced = traceUpstream?.((options.method ?? "GET").toUpperCase(), targetOf(url));
+    if (traced) for (const [k, v] of Object.entries(traced.headers)) if (!Object.keys(headers).some((h) => h.toLowerCase() === k)) headers[k] = v;
     const failed = (err: unknown): never => {
-      throw upstreamFailure(err, url, [signal]);
+      const failure = upstreamFailure(err, url, [signal]);
+      traced?.end(undefined, failure);
+      throw failure;
     };
     const res = await undiciRequest(url, {
       method: (options.method ?? "GET") as Dispatcher.HttpMethod,
@@ -94,6 +116,7 @@ export function createHandlerRequest(signal: AbortSignal, timeoutMs: number, dis
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     }).catch(failed);
+    traced?.end(res.statusCode);
     return {
       statusCode: res.statusCode,
       headers: res.headers as Record<string, string | string[] | undefined>,
@@ -132,7 +155,7 @@ function deniedError(denied: EgressDenial, target: string): HandlerError {
 }
 
 /** `ctx.egress` of one execution: `fetch` over the egress-checked `dispatcher`, and the secrets as their bindings allow. */
-export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: Pick<SecretBindings, "refusal">): HandlerEgress {
+export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: Pick<SecretBindings, "refusal">, traceUpstream?: UpstreamTracer): HandlerEgress {
   const fetch: typeof globalThis.fetch = async (input, init) => {
     if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
     const target = String(input);
@@ -141,14 +164,19 @@ export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, disp
     if (init?.signal) signals.push(init.signal);
     const headers = new Headers(init?.headers);
     if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
+    const traced = traceUpstream?.((init?.method ?? "GET").toUpperCase(), targetOf(target));
+    if (traced) for (const [k, v] of Object.entries(traced.headers)) if (!headers.has(k)) headers.set(k, v);
     try {
       // undici's own fetch: the dispatcher is honoured there, whatever version of undici Node bundles.
-      return (await undiciFetch(target, { ...(init as UndiciRequestInit), headers: Object.fromEntries(headers), signal: AbortSignal.any(signals), dispatcher })) as unknown as Response;
+      const res = (await undiciFetch(target, { ...(init as UndiciRequestInit), headers: Object.fromEntries(headers), signal: AbortSignal.any(signals), dispatcher })) as unknown as Response;
+      traced?.end(res.status);
+      return res;
     } catch (err) {
       timeout.clear();
       const denied = egressDenial(err);
-      if (denied) throw deniedError(denied, targetOf(target)?.host ?? target);
-      throw upstreamFailure(err, target, [signal, init?.signal]);
+      const failure = denied ? deniedError(denied, targetOf(target)?.host ?? target) : upstreamFailure(err, target, [signal, init?.signal]);
+      traced?.end(undefined, failure);
+      throw failure;
     }
   };
   return {

@@ -16,7 +16,7 @@ export {
   type RuntimeLogger,
   type StopKind,
 } from "./atomic-execution.js";
-export { createHandlerEgress, createHandlerFetch, createHandlerRequest, EGRESS_DENIED_CODE, USER_AGENT, type EgressDenial } from "./handler-fetch.js";
+export { createHandlerEgress, createHandlerFetch, createHandlerRequest, EGRESS_DENIED_CODE, USER_AGENT, type EgressDenial, type UpstreamTrace, type UpstreamTracer } from "./handler-fetch.js";
 export {
   checkSecretHost,
   SECRET_ENV_PREFIX,

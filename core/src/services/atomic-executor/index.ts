@@ -21,6 +21,8 @@ import { ResultCache } from "./result-cache.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
 import { ImplementedNodeTypes } from "./implemented-node-types.js";
+import { ATTR, inSpan, SpanStatusCode, traceUpstream } from "../../observe/tracing.js";
+import { exposeObservables } from "../../observe/observables.js";
 
 export interface AtomicExecutorOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
@@ -186,6 +188,8 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     return true;
   };
 
+  exposeObservables(app, () => ({ executor_in_flight: inFlight }));
+
   const run = async (request: AtomicExecuteRequest, attempt: number, timeoutMs: number, loaded: NonNullable<ReturnType<LoadedHandlers["find"]>>): Promise<AtomicExecuteResult> => {
     const execution = new Execution(request.node_run_id, timeoutMs);
     if (wasCanceled(request.node_run_id)) execution.stop("canceled");
@@ -193,22 +197,33 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     if (!set) running.set(request.node_run_id, (set = new Set()));
     set.add(execution);
     inFlight++;
+    const { node_type_id, version } = request.node_type_ref;
+    const attributes = { [ATTR.runId]: request.run_id, [ATTR.nodeRunId]: request.node_run_id, [ATTR.nodeTypeId]: node_type_id, [ATTR.nodeTypeVersion]: version, [ATTR.attempt]: attempt };
     try {
-      return await executeAtomic({
-        loaded,
-        request,
-        execution,
-        attempt,
-        log: app.log,
-        clock,
-        secrets,
-        fetchTimeoutMs,
-        upstreamDispatcher,
-        egressDispatcher,
-        secretBindings,
-        onAbandoned: (delta) => {
-          abandoned += delta;
-        },
+      return await inSpan(`handler ${node_type_id}`, { attributes }, async (span) => {
+        const result = await executeAtomic({
+          loaded,
+          request,
+          execution,
+          attempt,
+          log: app.log,
+          clock,
+          secrets,
+          fetchTimeoutMs,
+          upstreamDispatcher,
+          egressDispatcher,
+          secretBindings,
+          traceUpstream: span.isRecording() ? traceUpstream : undefined,
+          onAbandoned: (delta) => {
+            abandoned += delta;
+          },
+        });
+        if (span.isRecording()) {
+          span.setAttribute(ATTR.state, result.state);
+          if (result.error) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
+          if (result.error) span.setAttribute(ATTR.errorCode, result.error.code);
+        }
+        return result;
       });
     } finally {
       inFlight--;

@@ -19,6 +19,7 @@ import { registerOnListen, type RegistryRegistration } from "../atomic-executor/
 import { handlersCheck, logFailedLoads } from "../atomic-executor/handlers-check.js";
 import { CompositeDriver } from "./composite-driver.js";
 import { CompositeTargets } from "./composite-targets.js";
+import { exposeObservables } from "../../observe/observables.js";
 
 export interface CompositeExecutorOptions extends ServiceSecurityOptions {
   /** pino options, `false` to silence. */
@@ -63,6 +64,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
   ];
 
   const app = createService({ name: "composite-executor", logger: options.logger, health, auth: options.auth, limits: options.limits });
+  exposeObservables(app, () => ({ executor_in_flight: driving.size }));
   logFailedLoads(app.log, options.handlers);
 
   registration = registerOnListen(app, {

@@ -3,7 +3,9 @@
  * docs/pdp.md describes the mapping from a PolicyDecisionRequest to Cedar and how decisions are named.
  */
 import type { FastifyInstance } from "fastify";
-import type { PolicyDecisionRequest } from "@nodefabric/schemas";
+import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
+import { publish } from "../../observe/channels.js";
+import { ATTR, endSpan, tracer } from "../../observe/tracing.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { invalidRequest } from "../../http/errors.js";
@@ -46,6 +48,28 @@ function policyCheck(set: LoadedPolicySet, fromFile: boolean, entitiesFile: stri
   return { name: "policy", status: "ok", message, details };
 }
 
+/**
+ * One decision, in a span of its own (`pdp.decide <action>`, with the outcome), and told to observers with the time
+ * it took. Deciding is synchronous, so neither costs anything while no SDK and no observer is there.
+ */
+function decideObserved(decider: Decider, request: PolicyDecisionRequest): PolicyDecision {
+  const started = performance.now();
+  const span = tracer.startSpan(`pdp.decide ${request.action}`, { attributes: { "nodefabric.pdp.action": request.action, [ATTR.runId]: request.run_id, ...(request.node_run_id ? { [ATTR.nodeRunId]: request.node_run_id } : {}) } });
+  let decision: PolicyDecision | undefined;
+  try {
+    decision = decider.decide(request);
+    return decision;
+  } finally {
+    const outcome = decision?.decision ?? "error";
+    if (span.isRecording()) {
+      span.setAttribute("nodefabric.pdp.decision", outcome);
+      if (decision?.reason_code) span.setAttribute("nodefabric.pdp.reason_code", decision.reason_code);
+      endSpan(span, decision ? undefined : { message: "the decision failed" });
+    }
+    publish("pdpDecision", () => ({ action: request.action, decision: outcome, duration_ms: performance.now() - started }));
+  }
+}
+
 /** Builds the PDP service; rejects with a PolicyFileError when the policy or entities file cannot be used. */
 export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstance> {
   const policySet = options.policyFile !== undefined ? await loadPolicyFile(options.policyFile) : defaultPolicySet();
@@ -58,8 +82,8 @@ export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstanc
     if (req.body === undefined || req.body === null) {
       throw invalidRequest("the request body is missing", [{ path: "/", message: "a PolicyDecisionRequest is required" }]);
     }
-    return decider.decide(req.body as PolicyDecisionRequest);
+    return decideObserved(decider, req.body as PolicyDecisionRequest);
   });
-  exposeInProcess(app, "pdp", { decide: async (request) => decider.decide(request) });
+  exposeInProcess(app, "pdp", { decide: async (request) => decideObserved(decider, request) });
   return app;
 }

@@ -12,6 +12,7 @@ import { RunRouting } from "./run-routing.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeRunsCreateRequest, Run, RunStartRequest } from "@nodefabric/schemas";
 import { createService } from "../../http/service.js";
+import { exposeObservables } from "../../observe/observables.js";
 import { ref } from "../../http/validation.js";
 import { RegistryClient } from "../../clients/registry-client.js";
 import { HttpExecutorCaller } from "../../clients/executor-client.js";
@@ -146,6 +147,10 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   // Only coordinators sharing a store forward: with one coordinator every run is here, and no request pays a lookup.
   const routing = shared ? new RunRouting(engine, instanceId, options.tokens) : undefined;
   const api = new CoordinatorApi(engine, store, routing);
+  exposeObservables(app, async () => {
+    const queue = await engine.queue();
+    return { queue_depth: queue.depth, queue_oldest_age_seconds: queue.oldestAgeSeconds, dispatch_in_flight: engine.inFlightCount(), event_followers: engine.hub.followers() };
+  });
   /** Forwards the request to the coordinator holding the run `runOf` names, if that is another; true once answered. */
   const forwarded = async (req: FastifyRequest, reply: FastifyReply, runOf: () => Promise<string | undefined> | string | undefined) =>
     routing !== undefined && (await routing.forwardRequest(req, reply, await runOf()));

@@ -15,6 +15,7 @@ import { forward, forwardedHeaders as clientHeaders } from "./coordinator-forwar
 import { pipeEvents } from "./event-pipe.js";
 import { coordinatorCheck } from "./coordinator-health.js";
 import { CoordinatorPool } from "./coordinator-pool.js";
+import { exposeObservables } from "../../observe/observables.js";
 
 export interface RunGatewayOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
@@ -68,6 +69,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     auth: options.auth,
     limits: options.limits,
   });
+  exposeObservables(app, () => ({ event_followers: openStreams.size }));
   // Live streams would otherwise hold the close until their runs end.
   app.addHook("preClose", async () => {
     for (const ac of openStreams) ac.abort();
