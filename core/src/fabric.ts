@@ -24,6 +24,7 @@ import type { EgressOptions } from "./services/atomic-executor/egress-policy.js"
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 import { loadPlugins, storesFor, type LoadedPlugin } from "./plugin-loader.js";
 import type { PluginServiceContext, StoreFactory } from "./plugin.js";
+import { serviceLoggerOptions } from "./observe/service-logger.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -40,9 +41,10 @@ export interface RunningFabric {
   close(): Promise<void>;
 }
 
+/** A service's logger: JSON lines, or pretty ones on a terminal (FABRIC_LOG_FORMAT), with the active span's ids. */
 function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<string, unknown> {
   if (config.log_level === "silent") return false;
-  return { level: config.log_level, base: { service: name } };
+  return serviceLoggerOptions({ level: config.log_level, service: name });
 }
 
 /** Files that make a folder a NodeFabric data folder. */

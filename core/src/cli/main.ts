@@ -11,6 +11,7 @@ import { ConfigError, LOG_LEVELS, loadConfig, type FabricConfig, type LoadConfig
 import { DEV_DEFAULT_PLUGINS, pluginsFor, startFabric } from "../fabric.js";
 import { PluginLoadError, redact, type LoadedPlugin } from "../plugin-loader.js";
 import { SERVICE_VERSION } from "../version.js";
+import { logFormatOf } from "../observe/service-logger.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
 import { nodeTypesImport } from "./node-types-import.js";
 import { registerRunCommands } from "./run-command.js";
@@ -121,6 +122,8 @@ async function devConfig(flags: RunFlags): Promise<{ config: FabricConfig; authL
 }
 
 async function run(config: FabricConfig, names: readonly ServiceName[], authLine?: string, defaults?: readonly string[]): Promise<void> {
+  // A FABRIC_LOG_FORMAT the services could not use stops the start before anything listens (exit 2).
+  logFormatOf();
   const fabric = await startFabric(config, names, defaults ? { plugins: await pluginsFor(config, undefined, defaults) } : {});
   const width = Math.max(...fabric.services.map((s) => s.name.length));
   process.stdout.write(`NodeFabric ${SERVICE_VERSION}: ${names.length === SERVICE_NAMES.length ? "all services in one process" : names.join(", ")}\n`);

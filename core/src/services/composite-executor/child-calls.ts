@@ -9,6 +9,7 @@
 import type { FabricErrorBody, NodeRun, NodeRunCreateSpec, NodeTypeRef, RunEvent } from "@nodefabric/schemas";
 import { FabricError } from "../../http/errors.js";
 import { clock } from "../../clock.js";
+import { runLogFields } from "../../observe/log-fields.js";
 import type { CoordinatorClient } from "../../clients/coordinator-client.js";
 import { ChildFailedError } from "@nodefabric/sdk";
 import { HandlerError } from "@nodefabric/sdk";
@@ -304,7 +305,7 @@ export class ChildCalls {
         return await this.o.client().createNodeRuns({ run_id: this.o.runId, parent_node_run_id: this.o.parentId, node_runs: specs }, this.o.token());
       } catch (err) {
         if (!isRetryable(err) || clock.now() + delay > until || this.o.signal.aborted) throw err;
-        this.o.log.warn({ err: (err as Error).message, node_run_id: this.o.parentId, retry_in_ms: delay }, "creating children failed; retrying");
+        this.o.log.warn({ err: (err as Error).message, ...runLogFields(this.o.runId, this.o.parentId), retry_in_ms: delay }, "creating children failed; retrying");
         await pause(delay, this.o.signal);
         delay = Math.min(delay * 2, 2000);
       }

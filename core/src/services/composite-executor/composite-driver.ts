@@ -27,6 +27,7 @@ import { mergeConstraints } from "../../engine/constraints.js";
 import { ChildFailedError } from "@nodefabric/sdk";
 import { HandlerError } from "@nodefabric/sdk";
 import type { CompositeContext, HandlerLogger, JsonObject } from "@nodefabric/sdk";
+import { runLogFields } from "../../observe/log-fields.js";
 import { ChildCalls, asHandlerError, isRetryable, pause, type ChildRequest } from "./child-calls.js";
 import type { CompositeTarget } from "./composite-targets.js";
 import { PlanEvaluationError, PlanInvalidError } from "./plan/index.js";
@@ -156,8 +157,7 @@ export class CompositeDriver {
   private get log(): HandlerLogger {
     // A pino child per composite, made on first use.
     return (this.logger ??= this.o.log.child({
-      run_id: this.o.begin.run_id,
-      node_run_id: this.nodeRunId,
+      ...runLogFields(this.o.begin, this.nodeRunId),
       node_type_id: this.o.begin.node_type_ref.node_type_id,
     }) as unknown as HandlerLogger);
   }
@@ -225,7 +225,7 @@ export class CompositeDriver {
         // Ended meanwhile (canceled, its run failed): nothing left to report.
         if (FabricError.is(err) && err.code === "node_run_terminal") return;
         if (!isRetryable(err) || clock.now() + delay > until) {
-          this.o.log.error({ err, node_run_id: this.nodeRunId }, "the coordinator refused the composite's :complete");
+          this.o.log.error({ err, ...runLogFields(this.o.begin, this.nodeRunId) }, "the coordinator refused the composite's :complete");
           return;
         }
         await pause(delay);
@@ -256,11 +256,11 @@ export class CompositeDriver {
         if (signal.aborted) return;
         if (stream.signal.aborted) continue;
         if (FabricError.is(err) && (err.code === "node_run_not_found" || err.code === "run_not_found")) {
-          this.o.log.warn({ node_run_id: this.nodeRunId }, "the coordinator does not know this composite; it is no longer driven");
+          this.o.log.warn(runLogFields(this.o.begin, this.nodeRunId), "the coordinator does not know this composite; it is no longer driven");
           this.stop("ended");
           return;
         }
-        this.o.log.warn({ err: (err as Error).message, node_run_id: this.nodeRunId, after_seq: this.lastSeq }, "the composite's event stream broke; resuming");
+        this.o.log.warn({ err: (err as Error).message, ...runLogFields(this.o.begin, this.nodeRunId), after_seq: this.lastSeq }, "the composite's event stream broke; resuming");
       } finally {
         signal.removeEventListener("abort", stopStream);
       }

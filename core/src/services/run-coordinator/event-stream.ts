@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { RunEvent } from "@nodefabric/schemas";
 import type { RunStore } from "../../store/run-store.js";
 import type { EventHub, HubEvent } from "../../engine/event-hub.js";
+import { runLogFields } from "../../observe/log-fields.js";
 
 const PAGE = 1000;
 
@@ -87,7 +88,7 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
         consider(next.event, next.line);
       }
     } catch (err) {
-      req.log.error({ err }, "reading missed events failed");
+      req.log.error({ err, ...runLogFields(o.runId, o.nodeRunId) }, "reading missed events failed");
       finish();
     } finally {
       filling = false;
@@ -117,7 +118,7 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
       from = page[page.length - 1].seq;
     }
   } catch (err) {
-    req.log.error({ err }, "event replay failed");
+    req.log.error({ err, ...runLogFields(o.runId, o.nodeRunId) }, "event replay failed");
     finish();
     return;
   }
