@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Dispatcher } from "undici";
 import type { CoordinatorPool } from "./coordinator-pool.js";
 import { relayError } from "./coordinator-forwarding.js";
+import { runLogFields } from "../../observe/log-fields.js";
 
 export interface EventPipeOptions {
   path: string;
@@ -66,7 +67,8 @@ export async function pipeEvents(pool: CoordinatorPool, req: FastifyRequest, rep
       if (clientGone || raw.destroyed) return;
       // The coordinator broke off mid-stream. Ending cleanly would look like a complete stream, so the client
       // connection is cut instead and the client knows to resume with after_seq.
-      req.log.warn({ err }, "upstream event stream failed");
+      const runId = (req.params as { run_id?: string }).run_id;
+      req.log.warn({ err, ...(runId ? runLogFields(runId) : {}) }, "upstream event stream failed");
       raw.destroy();
     }
   } finally {
