@@ -115,6 +115,13 @@ function isLongLived(req: FastifyRequest): boolean {
   return prefer !== undefined && /(^|[\s,])wait\s*=/i.test(Array.isArray(prefer) ? prefer.join(",") : prefer);
 }
 
+/** The route a request matched, as the contract writes it (`/v1/runs/:run_id:cancel`), or `unmatched`. */
+function routePattern(req: FastifyRequest): string {
+  const url = req.routeOptions.url;
+  // Fastify's patterns escape a literal colon as "::".
+  return url === undefined ? "unmatched" : url.replaceAll("::", ":");
+}
+
 const SPAN = Symbol("nodefabric.span");
 const STARTED = Symbol("nodefabric.started");
 type Traced = FastifyRequest & { [SPAN]?: Span; [STARTED]?: number };
@@ -129,7 +136,7 @@ function traceRequests(app: FastifyInstance, service: ServiceName): void {
   app.addHook("onRequest", (req, _reply, done) => {
     if (observed.httpRequest.hasSubscribers) (req as Traced)[STARTED] = performance.now();
     const parent = extractTraceContext(req.headers);
-    const route = req.routeOptions.url ?? "unmatched";
+    const route = routePattern(req);
     const span = tracer.startSpan(`${req.method} ${route}`, {
       kind: SpanKind.SERVER,
       attributes: { "http.request.method": req.method, "http.route": route, "url.path": req.url.split("?")[0], [ATTR.service]: service },
@@ -151,7 +158,7 @@ function traceRequests(app: FastifyInstance, service: ServiceName): void {
     }
     const started = r[STARTED];
     if (started !== undefined && observed.httpRequest.hasSubscribers) {
-      observed.httpRequest.publish({ service, method: req.method, route: req.routeOptions.url ?? "unmatched", status: reply.statusCode, duration_ms: performance.now() - started });
+      observed.httpRequest.publish({ service, method: req.method, route: routePattern(req), status: reply.statusCode, duration_ms: performance.now() - started });
     }
     done();
   });
