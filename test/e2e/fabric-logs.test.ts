@@ -33,7 +33,7 @@ class Output {
   lines(): string[] {
     return this.text.replace(ANSI, "").split(/\r?\n/).filter((l) => l.trim() !== "");
   }
-  async until(what: string, test: (text: string) => boolean, ms = 20_000): Promise<void> {
+  async until(what: string, test: (text: string) => boolean, ms = 30_000): Promise<void> {
     await eventually(async () => (test(this.text) ? true : undefined), ms, `${what}; output so far:\n${this.text}`);
   }
   async stop(): Promise<void> {
@@ -77,7 +77,7 @@ describe("fabric dev with stdout piped", () => {
     registry = `http://127.0.0.1:${base + 4}`;
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-logs-"));
     fabric = piped(["dev", "--port-base", String(base), "--data-dir", dataDir, "--handlers", handlers], baseEnv);
-    await fabric.until("the fabric started", started);
+    await fabric.until("the fabric started", started, 45_000);
   }, 60_000);
   afterAll(async () => {
     await fabric?.stop();
@@ -154,7 +154,7 @@ describe.skipIf(!hasScript)("fabric on a terminal (util-linux `script` gives it 
     expect(fabric.text.replace(ANSI, "")).toMatch(/INFO: \(atomic-executor\) registered with the node registry\r?\n\s+executor_instance_id: "atomic-/);
     // Colours, as a terminal shows them.
     expect(fabric.text).toMatch(ANSI);
-  }, 60_000);
+  }, 90_000);
 
   it("fabric start prints readable lines too, and FABRIC_LOG_FORMAT=json gives JSON lines on a terminal", async () => {
     const base = await freePortBase();
@@ -171,7 +171,7 @@ describe.skipIf(!hasScript)("fabric on a terminal (util-linux `script` gives it 
     const listening = json.lines().filter((l) => l.includes("Server listening"));
     expect(listening).toHaveLength(1);
     expect(JSON.parse(listening[0])).toMatchObject({ level: 30, service: "pdp", msg: `Server listening at http://127.0.0.1:${base + 6}` });
-  }, 60_000);
+  }, 90_000);
 });
 
 describe("FABRIC_LOG_FORMAT", () => {
@@ -189,7 +189,7 @@ describe("FABRIC_LOG_FORMAT", () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('FABRIC_LOG_FORMAT: expected one of json, pretty, got "yaml"');
     expect(bad.stdout).not.toContain("Server listening");
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("a service's logger and the active span", () => {
