@@ -52,7 +52,9 @@ const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
  */
 function onTerminal(args: string[], env: Record<string, string>): Output {
   const command = `exec ${[process.execPath, CLI, ...args].map(sh).join(" ")}`;
-  const child = spawn("script", ["-qfec", command, "/dev/null"], { cwd: repo, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  // A terminal that shows colours, whatever the one running the tests does.
+  const { NO_COLOR: _noColor, ...inherited } = process.env;
+  const child = spawn("script", ["-qfec", command, "/dev/null"], { cwd: repo, env: { ...inherited, TERM: "xterm-256color", ...env }, stdio: ["pipe", "pipe", "pipe"] });
   return new Output(child);
 }
 
