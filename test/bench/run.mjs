@@ -12,8 +12,14 @@
  * round dropped afterwards; they are skipped, with a line saying why, when the server does not answer.
  * FABRIC_SQLITE_DRIVER=node|better-sqlite3 picks the SQLite library of the fabric's store (default: node:sqlite where
  * Node has it); the last line says which ran. test/bench/sqlite-drivers.mjs compares the two on the store alone.
+ * The fabric loads only the plugins a scenario names, never discovered ones, so figures are core's own unless said.
+ * atomic-throughput-telemetry and atomic-throughput-traced are atomic-throughput with @nodefabric/plugin-telemetry
+ * loaded, their floor being atomic-throughput without it in the same rounds: -telemetry with no exporter (metrics on,
+ * every OTEL_* variable unset), -traced exporting every span over OTLP/HTTP protobuf to a receiver in a child process
+ * (test/bench/otlp-sink.mjs); its JSON line says what the receiver got (`otlp`: requests, bytes, spans, per run).
  */
 import Fastify from "fastify";
+import { hasSubscribers } from "node:diagnostics_channel";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -21,8 +27,9 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Pool, request } from "undici";
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair } from "jose";
-import { buildAtomicExecutor, loadConfig, loadHandlers, startFabric } from "../../core/dist/index.js";
+import { CHANNEL_NAMES, buildAtomicExecutor, loadConfig, loadHandlers, loadPlugins, startFabric } from "../../core/dist/index.js";
 import { closedLoop, median } from "./load.mjs";
+import { startOtlpSink } from "./otlp-sink.mjs";
 import { PG_URL, pgSchema, pgUnavailable, startHopChain, startSplitFabric, withPeakRssOf } from "./split.mjs";
 
 const { values: args } = parseArgs({
@@ -77,6 +84,36 @@ async function startSlowUpstream(ms) {
 
 // ------------------------------------------------------------------ fabric
 
+const TELEMETRY_PLUGIN = path.join(repo, "plugins", "telemetry");
+
+/**
+ * The plugins a bench fabric loads: those asked for and no others. Left to itself the fabric would discover every
+ * plugin package in the workspace's node_modules (the console, telemetry), and the figures would move with them.
+ */
+function benchPlugins({ store, telemetry = "off" } = {}) {
+  const names = [];
+  if (store) names.push("@nodefabric/plugin-postgres");
+  if (telemetry !== "off") names.push(TELEMETRY_PLUGIN);
+  return loadPlugins({ plugins: names, cwd: repo });
+}
+
+/**
+ * Runs `fn` with every OTEL_* variable of this process replaced by `vars`, restored afterwards: the telemetry plugin
+ * reads them when the fabric's first service starts.
+ */
+async function withOtelEnv(vars, fn) {
+  const otel = () => Object.keys(process.env).filter((k) => k.startsWith("OTEL_"));
+  const saved = Object.fromEntries(otel().map((k) => [k, process.env[k]]));
+  for (const k of otel()) delete process.env[k];
+  Object.assign(process.env, vars);
+  try {
+    return await fn();
+  } finally {
+    for (const k of otel()) delete process.env[k];
+    Object.assign(process.env, saved);
+  }
+}
+
 /** The SQLite library the fabric's store ran on, as its coordinator's health says. */
 let sqliteDriver = "unknown";
 
@@ -89,7 +126,7 @@ async function noteSqliteDriver(coordinatorUrl) {
  * With `auth`, every service requires tokens: keys are generated into the data directory, the services mint their
  * own tokens with them, and the returned `headers` carry a client token for the gateway.
  */
-async function startWholeFabric({ auth = false, store } = {}) {
+async function startWholeFabric({ auth = false, store, telemetry = "off" } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
   const flags = { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] };
   if (store) Object.assign(flags, { store: { url: store }, plugins: ["@nodefabric/plugin-postgres"] });
@@ -109,7 +146,7 @@ async function startWholeFabric({ auth = false, store } = {}) {
     registryHeaders = { authorization: `Bearer ${await mint("nodefabric-node-registry", "node-types:read")}` };
   }
   const config = loadConfig({ cwd: repo, env: {}, flags });
-  const fabric = await startFabric(config);
+  const fabric = await startFabric(config, undefined, { plugins: await benchPlugins({ store, telemetry }) });
   await noteSqliteDriver(fabric.urls["run-coordinator"]);
   for (let i = 0; i < 200; i++) {
     const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`, { headers: registryHeaders });
@@ -160,21 +197,43 @@ async function atomicExecute(total) {
   }
 }
 
-/** With `pg`, the stores are on PostgreSQL, in a schema of this round's own. */
-async function atomicThroughput(total, { pg = false, ...options } = {}) {
+/**
+ * With `pg`, the stores are on PostgreSQL, in a schema of this round's own. `telemetry`: "off" (no telemetry plugin),
+ * "idle" (the plugin with no OTEL_* variable: metrics on, tracing off) or "traced" (the plugin exporting every span to
+ * an OTLP sink in a child process; the result's `otlp` says what the sink got, warm-up runs included).
+ */
+async function atomicThroughput(total, { pg = false, telemetry = "off", ...options } = {}) {
+  if (telemetry === "off") {
+    // A telemetry round before this one must have let go of core's channels, or this floor would pay for its metrics.
+    const held = Object.values(CHANNEL_NAMES).filter((name) => hasSubscribers(name));
+    if (held.length > 0) throw new Error(`core's diagnostics channels still have subscribers before a run without telemetry: ${held.join(", ")}`);
+  }
   const schema = pg ? pgSchema() : undefined;
+  const sink = telemetry === "traced" ? await startOtlpSink() : undefined;
   try {
-    const { fabric, headers, close } = await startWholeFabric({ ...options, store: schema?.url });
+    // A queue deep enough for every span of a round, sent in batches of 2048, so that no span is dropped.
+    const otel = sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_BSP_MAX_QUEUE_SIZE: "65536", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "2048" } : {};
+    const { fabric, headers, close } = await withOtelEnv(otel, () => startWholeFabric({ ...options, store: schema?.url, telemetry }));
     const url = fabric.urls["run-gateway"];
     const load = (n) =>
       closedLoop({ url, path: "/v1/runs", body: runBody, headers: { prefer: "wait=60", ...headers }, total: n, clients: CLIENTS, check: (b) => b.state === "completed" });
+    const warm = Math.min(total, 1000);
+    let result;
     try {
-      await load(Math.min(total, 1000));
-      return await withPeakRss(() => load(total));
+      await load(warm);
+      result = await withPeakRss(() => load(total));
     } finally {
+      // Closing the last service flushes the spans still queued.
       await close();
     }
+    if (sink) {
+      const got = await sink.stats();
+      if (got.requests === 0 || got.spans === 0) throw new Error(`atomic-throughput-traced: the OTLP sink at ${sink.url} received no spans (${JSON.stringify(got)})`);
+      result.otlp = { ...got, runs: warm + total };
+    }
+    return result;
   } finally {
+    await sink?.close();
     await schema?.drop();
   }
 }
@@ -294,7 +353,7 @@ async function fanoutFloor(n) {
 async function fanout(n) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
   const config = loadConfig({ cwd: repo, env: {}, flags: { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo", "@nodefabric/handler-examples"] } });
-  const fabric = await startFabric(config);
+  const fabric = await startFabric(config, undefined, { plugins: await benchPlugins() });
   try {
     for (let i = 0; i < 200; i++) {
       const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=examples.fanout`);
@@ -330,6 +389,20 @@ const scenarios = [
     describe: `the same as atomic-throughput with auth required on every service: a client token verified at the gateway (ES256), service tokens between services`,
     floor: { name: "baseline", describe: `one fastify hop, same body, ${CLIENTS} clients`, run: () => echoFloor(RUNS) },
     run: () => atomicThroughput(RUNS, { auth: true }),
+    higherIsBetter: true,
+  },
+  {
+    name: "atomic-throughput-telemetry",
+    describe: `atomic-throughput with @nodefabric/plugin-telemetry and no exporter configured (no OTEL_* variable): metrics on, spans the API's no-ops`,
+    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
+    run: () => atomicThroughput(RUNS, { telemetry: "idle" }),
+    higherIsBetter: true,
+  },
+  {
+    name: "atomic-throughput-traced",
+    describe: `atomic-throughput with @nodefabric/plugin-telemetry exporting every span (OTLP/HTTP protobuf, batch processor, queue 65536, batches of 2048) to a receiver in another process`,
+    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
+    run: () => atomicThroughput(RUNS, { telemetry: "traced" }),
     higherIsBetter: true,
   },
   {
@@ -420,6 +493,10 @@ for (const sc of selected) {
     out.seconds = median(rs.map((x) => x.seconds));
     if (rs[0].peak_rss_mb !== undefined) out.peak_rss_mb = Math.max(...rs.map((x) => x.peak_rss_mb));
     out.failures = rs.reduce((n, x) => n + x.failures, 0);
+    if (rs[0].otlp) {
+      const sum = (k) => rs.reduce((n, x) => n + x.otlp[k], 0);
+      out.otlp = { requests: sum("requests"), bytes: sum("bytes"), spans: sum("spans"), spans_per_run: +(sum("spans") / sum("runs")).toFixed(2), undecoded: sum("undecoded") };
+    }
     return out;
   };
   const floor = summarize(sc.floor.name, sc.floor.describe, floorRuns);
@@ -437,6 +514,10 @@ for (const r of results) {
   process.stdout.write(
     `| ${r.scenario} | ${r.per_second} | ${r.p50_ms ?? ""} | ${r.p99_ms ?? ""} | ${r.seconds} | ${r.peak_rss_mb ?? ""} | ${r.ratio_to_floor ?? ""} | ${r.failures} |\n`,
   );
+}
+for (const r of results.filter((x) => x.otlp)) {
+  const o = r.otlp;
+  process.stdout.write(`\n${r.scenario}: the OTLP sink received ${o.spans} spans (${o.spans_per_run} per run, warm-up included) in ${o.requests} requests, ${(o.bytes / 1048576).toFixed(1)} MB, over ${r.rounds} rounds\n`);
 }
 if (skipped.length > 0) process.stdout.write(`\nskipped: ${skipped.join(", ")} (${pgMissing})\n`);
 const pgNote = selected.some((sc) => sc.pg) && !pgMissing ? `, PostgreSQL stores at ${new URL(PG_URL).host}` : "";
