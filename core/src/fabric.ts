@@ -24,6 +24,7 @@ import type { EgressOptions } from "./services/atomic-executor/egress-policy.js"
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 import { loadPlugins, storesFor, type LoadedPlugin } from "./plugin-loader.js";
 import type { PluginServiceContext, StoreFactory } from "./plugin.js";
+import { observeService } from "./observe/observables.js";
 import { serviceLoggerOptions } from "./observe/service-logger.js";
 
 export interface RunningService {
@@ -82,6 +83,8 @@ export interface StartFabricOptions {
    * plugins of the configuration are loaded: `plugins`, else discovery in `discover` (or the base folder).
    */
   plugins?: readonly LoadedPlugin[];
+  /** The services this process runs, as plugins are told (`startFabric` sets it). */
+  processServices?: readonly ServiceName[];
 }
 
 /**
@@ -129,10 +132,12 @@ function closesWith(app: FastifyInstance, store: { close(): Promise<void> } | un
  * What a service plugin is told about its fabric (`options.fabric`). Service URLs are looked up when asked: `local`
  * is the list of this process's services, which grows as each one listens.
  */
-export function pluginServiceContext(name: ServiceName, config: FabricConfig, local: LocalServices = []): PluginServiceContext {
+export function pluginServiceContext(name: ServiceName, config: FabricConfig, local: LocalServices = [], app?: FastifyInstance, processServices: readonly ServiceName[] = [name]): PluginServiceContext {
   const { mode, issuer, oidc } = config.auth;
   return {
     service: name,
+    processServices: [...processServices],
+    observe: async () => (app ? observeService(app) : {}),
     serviceUrl: (n) => (local.find((s) => s.name === n)?.url ?? serviceUrl(config, n)).replace(/\/+$/, ""),
     auth: { mode, ...(issuer ? { issuer } : {}), ...(oidc ? { oidc: { ...oidc } } : {}) },
   };
@@ -165,7 +170,7 @@ async function handlersFor(config: FabricConfig, definitions: readonly FabricDef
 export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config), options: StartFabricOptions = {}): Promise<FastifyInstance> {
   const plugins = options.plugins ?? (await pluginsFor(config));
   const app = await buildCoreService(name, config, local, security, options, plugins);
-  return withServicePlugins(app, name, plugins, pluginServiceContext(name, config, local));
+  return withServicePlugins(app, name, plugins, pluginServiceContext(name, config, local, app, options.processServices));
 }
 
 async function buildCoreService(name: ServiceName, config: FabricConfig, local: LocalServices, security: FabricSecurity, options: StartFabricOptions, plugins: readonly LoadedPlugin[]): Promise<FastifyInstance> {
@@ -291,7 +296,7 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
   const plugins = options.plugins ?? (await pluginsFor(config));
   // A store URL no plugin serves stops the start before any service listens.
   if (config.store?.url) storesFor(config.store.url, plugins);
-  options = { ...options, plugins };
+  options = { ...options, plugins, processServices: START_ORDER.filter((n) => names.includes(n)) };
   try {
     // Dependencies first: each service is built knowing the addresses of those it calls (with port 0, an address
     // is known only once its service listens).

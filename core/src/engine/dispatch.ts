@@ -11,8 +11,10 @@ import { FabricError, isMalformedSuccess } from "../http/errors.js";
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
 import { FencedError } from "../store/run-store.js";
+import { context, trace } from "../observe/tracing.js";
 import { retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import type { EngineCore } from "./engine-core.js";
+import { runLogFields } from "../observe/log-fields.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
 
 const LEASE_GRACE_MS = 10_000;
@@ -47,7 +49,8 @@ export class Dispatcher {
   private pumpScheduled = false;
   private pumping = false;
   private pumpAgain = false;
-  private readonly localQueue: DispatchWork[] = [];
+  /** Work this coordinator holds but has no capacity for yet, with when it was queued. */
+  private readonly localQueue: { work: DispatchWork; at: number }[] = [];
   /** Where executors' answers go; set by the engine to its results recorder. */
   onAnswer: (answer: ExecutorAnswer) => Promise<void> = async () => undefined;
   /** The base URL composite executors call back; set once the coordinator listens. */
@@ -63,6 +66,11 @@ export class Dispatcher {
   /** How many NodeRuns are with executors now. */
   inFlightCount(): number {
     return this.inFlight;
+  }
+
+  /** NodeRuns held here waiting for capacity, and when the oldest of them was queued (null with none). */
+  waiting(): { count: number; oldestAt: number | null } {
+    return { count: this.localQueue.length, oldestAt: this.localQueue[0]?.at ?? null };
   }
 
   /** Asks the dispatcher to look for work soon. */
@@ -88,7 +96,7 @@ export class Dispatcher {
   private dispatchSoon(work: DispatchWork): void {
     if (this.core.stopped) return;
     if (this.inFlight >= this.maxInFlight) {
-      this.localQueue.push(work);
+      this.localQueue.push({ work, at: clock.now() });
       return;
     }
     this.startDispatch(work);
@@ -96,17 +104,17 @@ export class Dispatcher {
 
   private startDispatch(work: DispatchWork): void {
     this.inFlight++;
-    const id = "plan" in work ? work.plan.nr.node_run_id : work.claimed.node_run_id;
+    const about = "plan" in work ? runLogFields(work.plan.run, work.plan.nr) : runLogFields(work.claimed.run_id, work.claimed);
     void this.dispatch(work)
       .catch((err) => {
         // A run another coordinator took over: its new holder dispatches the NodeRun again.
-        if (FencedError.is(err)) this.core.o.log.info({ node_run_id: id }, "dropped a dispatch: the run moved to another coordinator");
-        else this.core.o.log.error({ err, node_run_id: id }, "dispatch failed");
+        if (FencedError.is(err)) this.core.o.log.info(about, "dropped a dispatch: the run moved to another coordinator");
+        else this.core.o.log.error({ err, ...about }, "dispatch failed");
       })
       .finally(() => {
         this.inFlight--;
         const next = this.localQueue.shift();
-        if (next && !this.core.stopped) this.startDispatch(next);
+        if (next && !this.core.stopped) this.startDispatch(next.work);
         else if (this.inFlight === this.maxInFlight - 1) this.wake();
       });
   }
@@ -161,12 +169,14 @@ export class Dispatcher {
     const started = clock.now();
     let result: AtomicExecuteResult | undefined;
     let failure: FabricErrorBody | undefined;
+    const span = this.core.openNodeRunSpan(nr, run, endpoint);
+    const execute = () => this.core.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - clock.now()) + 5_000 });
     try {
       // An executor at its concurrency limit answers 503 (or 429): wait and offer the same attempt again while the
       // deadline allows, without spending an attempt on it.
       for (let bounce = 0; ; bounce++) {
         try {
-          result = await this.core.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - clock.now()) + 5_000 });
+          result = span ? await context.with(trace.setSpan(context.active(), span), execute) : await execute();
           break;
         } catch (err) {
           const e = err as FabricError;
@@ -219,7 +229,7 @@ export class Dispatcher {
       const nodeType = await this.core.o.resolver.nodeType(nr.node_run.node_type_ref);
       await this.core.o.executors.begin(endpoint, await this.beginRequest(nr, run, nodeType));
     } catch (err) {
-      this.core.o.log.warn({ err, node_run_id: nr.node_run_id }, "could not send a fresh assignment token");
+      this.core.o.log.warn({ err, ...runLogFields(run, nr) }, "could not send a fresh assignment token");
     }
   }
 
@@ -227,8 +237,11 @@ export class Dispatcher {
   private async begin(plan: SendPlan): Promise<void> {
     const { nr, endpoint, run, nodeType } = plan;
     let failure: FabricErrorBody | undefined;
+    const span = this.core.openNodeRunSpan(nr, run, endpoint);
     try {
-      const res: unknown = await this.core.o.executors.begin(endpoint, await this.beginRequest(nr, run, nodeType));
+      const request = await this.beginRequest(nr, run, nodeType);
+      const begin = () => this.core.o.executors.begin(endpoint, request);
+      const res: unknown = span ? await context.with(trace.setSpan(context.active(), span), begin) : await begin();
       if (!isBeginResponse(res)) {
         failure = protocolError(`the composite executor at ${endpoint} answered :begin with something that is not a CompositeBeginResponse`, {
           errors: dedupeIssues(issuesFromAjv(isBeginResponse.errors)),
@@ -289,6 +302,7 @@ export class Dispatcher {
       // A NodeRun found assigned or running without a scheduled retry was in flight when its holder died.
       nr.attempt += 1;
       batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: nr.attempt, reason: "lease_expired" }));
+      core.attemptRetried(nr, "lease_expired");
     }
     delete ext["nodefabric.retry_scheduled"];
     ext["nodefabric.attempt"] = nr.attempt;
@@ -402,6 +416,8 @@ export class Dispatcher {
       nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.attempt": next, "nodefabric.retry_scheduled": true };
       batch.nodeRuns!.push(nr);
       batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: next, delay_ms: delay, error }));
+      this.core.o.log.warn({ ...runLogFields(run, nr), attempt: next, delay_ms: delay, error_code: error.code }, `NodeRun attempt ${next - 1} failed (${error.code}); retrying in ${delay} ms`);
+      this.core.attemptRetried(nr, error.code, error);
     }
     return undefined;
   }

@@ -31,6 +31,7 @@ import { runLogFields } from "../../observe/log-fields.js";
 import { ChildCalls, asHandlerError, isRetryable, pause, type ChildRequest } from "./child-calls.js";
 import type { CompositeTarget } from "./composite-targets.js";
 import { PlanEvaluationError, PlanInvalidError } from "./plan/index.js";
+import { ATTR, inSpan } from "../../observe/tracing.js";
 
 export interface CompositeDriverOptions {
   begin: CompositeBeginRequest;
@@ -123,7 +124,18 @@ export class CompositeDriver {
   /** Starts following the stream and running the composite, both in the background. */
   start(): void {
     void this.follow();
-    void this.drive();
+    const { begin } = this.o;
+    const ref = begin.node_type_ref;
+    const attempt = begin.extensions?.["nodefabric.attempt"];
+    const attributes = {
+      [ATTR.runId]: begin.run_id,
+      [ATTR.nodeRunId]: begin.node_run_id,
+      [ATTR.nodeTypeId]: ref.node_type_id,
+      [ATTR.nodeTypeVersion]: ref.version,
+      ...(typeof attempt === "number" ? { [ATTR.attempt]: attempt } : {}),
+    };
+    // The composite's calls (its children's creation) descend from this span, and so do the children's own spans.
+    void inSpan(`composite ${ref.node_type_id}`, { attributes }, () => this.drive());
   }
 
   /**
