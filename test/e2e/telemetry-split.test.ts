@@ -26,6 +26,11 @@ function startUpstream(): Promise<{ url: string; seen: { path: string; tracepare
   const server: Server = createServer((req: IncomingMessage, res) => {
     const p = (req.url ?? "/").split("?")[0];
     seen.push({ path: p, traceparent: req.headers.traceparent as string | undefined });
+    // The first call to /hold never gets an answer: its coordinator is killed meanwhile.
+    if (p === "/hold" && seen.filter((s) => s.path === "/hold").length === 1) {
+      req.socket.once("close", () => undefined);
+      return;
+    }
     if (p === "/flaky" && flaky++ === 0) {
       res.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify({ busy: true }));
       return;
@@ -35,7 +40,7 @@ function startUpstream(): Promise<{ url: string; seen: { path: string; tracepare
   return new Promise((resolve) =>
     server.listen(0, "127.0.0.1", () => {
       const a = server.address() as { port: number };
-      resolve({ url: `http://127.0.0.1:${a.port}`, seen, close: () => new Promise<void>((r) => server.close(() => r())) });
+      resolve({ url: `http://127.0.0.1:${a.port}`, seen, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) });
     }),
   );
 }
@@ -61,6 +66,7 @@ describe("telemetry across the split fabric: one run, one trace", () => {
   let receiver: OtlpReceiver;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;
   let url: (name: string) => string;
+  const startArgs = new Map<string, { args: string[]; env: Record<string, string> }>();
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
@@ -74,7 +80,9 @@ describe("telemetry across the split fabric: one run, one trace", () => {
         OTEL_EXPORTER_OTLP_PROTOCOL: i % 2 === 0 ? "http/protobuf" : "http/json",
         OTEL_BSP_SCHEDULE_DELAY: "50",
       };
-      procs.push(await startFabricProcess(["start", service, "--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir, "--plugin", PLUGIN, "--handlers", HANDLERS], { cwd: repo, env, expect: 1 }));
+      const args = ["start", service, "--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir, "--plugin", PLUGIN, "--handlers", HANDLERS];
+      startArgs.set(service, { args, env });
+      procs.push(await startFabricProcess(args, { cwd: repo, env, expect: 1 }));
     }
     url = (name: string) => procs.find((p) => p.urls[name])!.urls[name];
     await eventually(async () => ((await call("GET", `${url("node-registry")}/v1/executors?node_type_id=tel.fanout`)).body.length > 0 ? true : undefined), 15_000, "the composite executor's registration");
@@ -198,4 +206,35 @@ describe("telemetry across the split fabric: one run, one trace", () => {
       expect(chain).toContain("nodefabric-run-coordinator:POST /v1/node-runs");
     }
   }, 60_000);
+
+  it("keeps a run in its trace after its coordinator is killed and started again", async () => {
+    const r = await call("POST", `${url("run-gateway")}/v1/runs`, { root_node_type_ref: { node_type_id: "tel.fetch", version: "1.0.0" }, input: { url: `${upstream.url}/hold` } });
+    expect(r.status).toBe(200);
+    const runId: string = r.body.run_id;
+    const { trace_id: traceId, span_id: anchorId } = r.body.run_context.trace;
+    await eventually(async () => (upstream.seen.some((s) => s.path === "/hold") ? true : undefined), 15_000, "the first call to /hold");
+
+    // The coordinator dies with the NodeRun in flight, and starts again on the same data.
+    const i = procs.findIndex((p) => p.urls["run-coordinator"]);
+    await procs[i].stop("SIGKILL");
+    const { args, env } = startArgs.get("run-coordinator")!;
+    procs[i] = await startFabricProcess(args, { cwd: repo, env, expect: 1 });
+    const done = await eventually(async () => {
+      const g = await call("GET", `${url("run-gateway")}/v1/runs/${runId}`);
+      return g.status === 200 && g.body.state === "completed" ? g.body : undefined;
+    }, 60_000, "the run's completion after the restart");
+    expect(done.run_context.trace).toMatchObject({ trace_id: traceId, span_id: anchorId });
+
+    // The second call to the upstream, from the new coordinator's dispatch, is in the run's trace.
+    const holds = upstream.seen.filter((s) => s.path === "/hold");
+    expect(holds.length).toBeGreaterThanOrEqual(2);
+    for (const h of holds) expect(h.traceparent).toMatch(new RegExp(`^00-${traceId}-`));
+    const spans = await receiver.waitForSpans((all) => all.some((s) => s.traceId === traceId && s.name === "node_run tel.fetch" && s.attributes["nodefabric.state"] === "completed"), 20_000);
+    const t = traceOf(spans, traceId);
+    const [after] = t.find((s) => s.name === "node_run tel.fetch" && s.attributes["nodefabric.state"] === "completed", "the attempt after the restart");
+    // Its parent is the run's anchor, known to the new process only from the Run's run_context.
+    expect(after.parentSpanId).toBe(anchorId);
+    expect(Number(after.attributes["nodefabric.attempt"])).toBeGreaterThanOrEqual(2);
+    expect(after.attributes["nodefabric.run_id"]).toBe(runId);
+  }, 120_000);
 });
