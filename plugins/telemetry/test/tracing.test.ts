@@ -1,0 +1,132 @@
+/**
+ * The tracing half in one process (`fabric dev`): what the OTEL_* variables turn on, a bad one stopping the start
+ * with a sentence, nothing recorded or sent without an exporter, and the same trace shape when the services call each
+ * other in-process instead of over HTTP.
+ */
+import { describe, it, expect, afterEach } from "vitest";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { createServer, type Server } from "node:http";
+import { loadConfig, startFabric, SERVICE_NAMES, type RunningFabric } from "@nodefabric/core";
+import { defineAtomic } from "@nodefabric/core/sdk";
+import telemetry, { tracingSettings } from "../src/index.js";
+import { startOtlpReceiver, type OtlpReceiver } from "../../../test/support/otlp-receiver.js";
+
+const loaded = { definition: telemetry, source: "@nodefabric/plugin-telemetry", file: "index.ts", discovered: false };
+
+const fetcher = defineAtomic({
+  nodeType: {
+    node_type_id: "t.fetch",
+    version: "1.0.0",
+    description: "GETs a URL",
+    input_schema: { type: "object", required: ["url"], properties: { url: { type: "string" } } },
+    constraints: { gates: { side_effect_class: "read" } },
+  },
+  async handler(inputs: { url: string }, ctx) {
+    const res = await ctx.fetch(inputs.url);
+    return { status: res.status };
+  },
+});
+
+describe("tracingSettings: the OTEL_* variables", () => {
+  const one = ["run-coordinator"] as const;
+  it("is off without an endpoint or an exporter named, and on with either", () => {
+    expect(tracingSettings({}, SERVICE_NAMES)).toEqual({ exporter: "none", protocol: "http/protobuf", serviceName: "nodefabric" });
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }, one)).toEqual({ exporter: "otlp", protocol: "http/protobuf", serviceName: "nodefabric-run-coordinator" });
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://collector:4318/v1/traces", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }, one).protocol).toBe("http/json");
+    expect(tracingSettings({ OTEL_TRACES_EXPORTER: "console" }, one).exporter).toBe("console");
+    expect(tracingSettings({ OTEL_TRACES_EXPORTER: "otlp" }, one).exporter).toBe("otlp");
+    expect(tracingSettings({ OTEL_SERVICE_NAME: "fabric-eu" }, one).serviceName).toBe("fabric-eu");
+  });
+
+  it("is off when told so, whatever else is set", () => {
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "true" }, one).exporter).toBe("none");
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_TRACES_EXPORTER: "none" }, one).exporter).toBe("none");
+  });
+
+  it("names the variable and what it may hold when a value is not supported", () => {
+    expect(() => tracingSettings({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, one)).toThrow('OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not supported: use http/protobuf (the default) or http/json');
+    expect(() => tracingSettings({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "thrift" }, one)).toThrow(/^OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="thrift"/);
+    expect(() => tracingSettings({ OTEL_TRACES_EXPORTER: "zipkin" }, one)).toThrow('OTEL_TRACES_EXPORTER="zipkin" names zipkin: the exporters are otlp, console and none');
+  });
+});
+
+describe("tracing in one process", () => {
+  let fabric: RunningFabric | undefined;
+  let receiver: OtlpReceiver | undefined;
+  let upstream: Server | undefined;
+  const saved = { ...process.env };
+  const headers: (string | undefined)[] = [];
+
+  afterEach(async () => {
+    await fabric?.close();
+    fabric = undefined;
+    await receiver?.close();
+    receiver = undefined;
+    await new Promise<void>((r) => (upstream ? upstream.close(() => r()) : r()));
+    upstream = undefined;
+    for (const k of Object.keys(process.env)) if (k.startsWith("OTEL_") && !(k in saved)) delete process.env[k];
+    headers.length = 0;
+  });
+
+  async function start(env: Record<string, string>): Promise<{ gw: string; upstreamUrl: string }> {
+    Object.assign(process.env, env);
+    upstream = createServer((req, res) => {
+      headers.push(req.headers.traceparent as string | undefined);
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+    await new Promise<void>((r) => upstream!.listen(0, "127.0.0.1", () => r()));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-tracing-"));
+    const config = { ...loadConfig({ cwd: dir, env: {} }), port_base: 0, data_dir: dir, log_level: "silent" as const };
+    fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded], definitions: [fetcher] });
+    return { gw: fabric.urls["run-gateway"]!, upstreamUrl: `http://127.0.0.1:${(upstream.address() as { port: number }).port}/x` };
+  }
+
+  async function run(gw: string, upstreamUrl: string, extra: Record<string, string> = {}) {
+    const res = await fetch(`${gw}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json", prefer: "wait=10", ...extra },
+      body: JSON.stringify({ root_node_type_ref: { node_type_id: "t.fetch", version: "1.0.0" }, input: { url: upstreamUrl } }),
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()) as { state: string; run_context?: { trace?: { trace_id: string; span_id: string } } };
+  }
+
+  it("records and sends nothing without an exporter: no trace on the Run, no traceparent upstream", async () => {
+    const { gw, upstreamUrl } = await start({});
+    const body = await run(gw, upstreamUrl, { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" });
+    expect(body.state).toBe("completed");
+    expect(body.run_context?.trace).toBeUndefined();
+    expect(headers).toEqual([undefined]);
+  });
+
+  it("stops the start, naming the plugin's complaint, when the protocol is not supported", async () => {
+    await expect(start({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).rejects.toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not supported/);
+  });
+
+  it("builds the same tree when the services call each other in-process, under the service name nodefabric", async () => {
+    receiver = await startOtlpReceiver();
+    const { gw, upstreamUrl } = await start({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "20" });
+    const body = await run(gw, upstreamUrl);
+    expect(body.state).toBe("completed");
+    const traceId = body.run_context!.trace!.trace_id;
+    const spans = await receiver.waitForSpans((all) => all.some((s) => s.traceId === traceId && s.name === "GET") && all.some((s) => s.traceId === traceId && s.name === "POST /v1/runs"), 10_000);
+    const mine = spans.filter((s) => s.traceId === traceId);
+    const byName = (n: string) => mine.find((s) => s.name === n)!;
+    for (const s of mine) expect(s.resource["service.name"]).toBe("nodefabric");
+    const server = byName("POST /v1/runs");
+    expect(server.attributes["nodefabric.service"]).toBe("run-gateway");
+    const anchor = byName("run.start t.fetch");
+    expect(anchor.parentSpanId).toBe(server.spanId);
+    expect(anchor.spanId).toBe(body.run_context!.trace!.span_id);
+    const attempt = byName("node_run t.fetch");
+    expect(attempt.parentSpanId).toBe(anchor.spanId);
+    const handler = byName("handler t.fetch");
+    expect(handler.parentSpanId).toBe(attempt.spanId);
+    // The handler's upstream call (the other GETs are the coordinator's lookups in the registry, under the anchor).
+    const call = mine.find((s) => s.name === "GET" && s.parentSpanId === handler.spanId)!;
+    expect(call).toMatchObject({ kind: 3, attributes: expect.objectContaining({ "url.full": upstreamUrl, "http.response.status_code": 200 }) });
+    expect(headers).toEqual([`00-${traceId}-${call.spanId}-01`]);
+  });
+});
