@@ -29,6 +29,21 @@ const fetcher = defineAtomic({
   },
 });
 
+const requester = defineAtomic({
+  nodeType: {
+    node_type_id: "t.request",
+    version: "1.0.0",
+    description: "GETs a URL with ctx.request",
+    input_schema: { type: "object", required: ["url"], properties: { url: { type: "string" } } },
+    constraints: { gates: { side_effect_class: "read" } },
+  },
+  async handler(inputs: { url: string }, ctx) {
+    const res = await ctx.request(inputs.url, { method: "GET" });
+    await res.text();
+    return { status: res.statusCode };
+  },
+});
+
 describe("tracingSettings: the OTEL_* variables", () => {
   const one = ["run-coordinator"] as const;
   it("is off without an endpoint or an exporter named, and on with either", () => {
@@ -79,15 +94,15 @@ describe("tracing in one process", () => {
     await new Promise<void>((r) => upstream!.listen(0, "127.0.0.1", () => r()));
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-tracing-"));
     const config = { ...loadConfig({ cwd: dir, env: {} }), port_base: 0, data_dir: dir, log_level: "silent" as const };
-    fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded], definitions: [fetcher] });
+    fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded], definitions: [fetcher, requester] });
     return { gw: fabric.urls["run-gateway"]!, upstreamUrl: `http://127.0.0.1:${(upstream.address() as { port: number }).port}/x` };
   }
 
-  async function run(gw: string, upstreamUrl: string, extra: Record<string, string> = {}) {
+  async function run(gw: string, upstreamUrl: string, extra: Record<string, string> = {}, nodeTypeId = "t.fetch") {
     const res = await fetch(`${gw}/v1/runs`, {
       method: "POST",
       headers: { "content-type": "application/json", prefer: "wait=10", ...extra },
-      body: JSON.stringify({ root_node_type_ref: { node_type_id: "t.fetch", version: "1.0.0" }, input: { url: upstreamUrl } }),
+      body: JSON.stringify({ root_node_type_ref: { node_type_id: nodeTypeId, version: "1.0.0" }, input: { url: upstreamUrl } }),
     });
     expect(res.status).toBe(200);
     return (await res.json()) as { state: string; run_context?: { trace?: { trace_id: string; span_id: string } } };
@@ -128,5 +143,16 @@ describe("tracing in one process", () => {
     const call = mine.find((s) => s.name === "GET" && s.parentSpanId === handler.spanId)!;
     expect(call).toMatchObject({ kind: 3, attributes: expect.objectContaining({ "url.full": upstreamUrl, "http.response.status_code": 200 }) });
     expect(headers).toEqual([`00-${traceId}-${call.spanId}-01`]);
+
+    // ctx.request (undici) carries the trace as ctx.fetch does.
+    const second = await run(gw, upstreamUrl, {}, "t.request");
+    expect(second.state).toBe("completed");
+    const traceId2 = second.run_context!.trace!.trace_id;
+    expect(traceId2).not.toBe(traceId);
+    const spans2 = await receiver.waitForSpans((all) => all.some((s) => s.traceId === traceId2 && s.name === "GET" && s.kind === 3 && s.attributes["url.full"] === upstreamUrl), 10_000);
+    const handler2 = spans2.find((s) => s.traceId === traceId2 && s.name === "handler t.request")!;
+    const call2 = spans2.find((s) => s.traceId === traceId2 && s.name === "GET" && s.parentSpanId === handler2.spanId)!;
+    expect(call2.attributes["http.response.status_code"]).toBe(200);
+    expect(headers[1]).toBe(`00-${traceId2}-${call2.spanId}-01`);
   });
 });
