@@ -17,8 +17,10 @@
  * loaded, their floor being atomic-throughput without it in the same rounds: -telemetry with no exporter (metrics on,
  * every OTEL_* variable unset), -traced exporting every span over OTLP/HTTP protobuf to a receiver in a child process
  * (test/bench/otlp-sink.mjs); its JSON line says what the receiver got (`otlp`: requests, bytes, spans, per run).
+ * Each round of these two, floor included, runs in a new process, since the plugin changes what is global to one.
  */
 import Fastify from "fastify";
+import { execFile } from "node:child_process";
 import { hasSubscribers } from "node:diagnostics_channel";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -38,6 +40,8 @@ const { values: args } = parseArgs({
     only: { type: "string" },
     runs: { type: "string", default: "10000" },
     "split-runs": { type: "string", default: "3000" },
+    // Internal: run one atomic-throughput round with this telemetry mode and print its result (see isolatedRound).
+    "telemetry-round": { type: "string" },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -238,6 +242,21 @@ async function atomicThroughput(total, { pg = false, telemetry = "off", ...optio
   }
 }
 
+/**
+ * One atomic-throughput round in a process of its own. The telemetry plugin changes what is global to a process (the
+ * OpenTelemetry API's provider, and the tracer core holds from it, which keeps the first SDK's tracer once one was
+ * registered), so a round after a traced one in the same process would not measure what it says.
+ */
+async function isolatedRound(total, telemetry) {
+  const stdout = await new Promise((resolve, reject) => {
+    const child = execFile(process.execPath, [fileURLToPath(import.meta.url), "--telemetry-round", telemetry, "--runs", String(total)], { maxBuffer: 1 << 20 }, (err, out) => (err ? reject(err) : resolve(out)));
+    child.stderr.pipe(process.stderr);
+  });
+  const { sqlite_driver, ...result } = JSON.parse(stdout.trim().split("\n").pop());
+  sqliteDriver = sqlite_driver;
+  return result;
+}
+
 /** The chained floor: `hops` fastify processes, each forwarding with undici to the next; RSS summed over them. */
 async function hopFloor(hops, total) {
   const chain = await startHopChain(hops);
@@ -394,15 +413,15 @@ const scenarios = [
   {
     name: "atomic-throughput-telemetry",
     describe: `atomic-throughput with @nodefabric/plugin-telemetry and no exporter configured (no OTEL_* variable): metrics on, spans the API's no-ops`,
-    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
-    run: () => atomicThroughput(RUNS, { telemetry: "idle" }),
+    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => isolatedRound(RUNS, "off") },
+    run: () => isolatedRound(RUNS, "idle"),
     higherIsBetter: true,
   },
   {
     name: "atomic-throughput-traced",
     describe: `atomic-throughput with @nodefabric/plugin-telemetry exporting every span (OTLP/HTTP protobuf, batch processor, queue 65536, batches of 2048) to a receiver in another process`,
-    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
-    run: () => atomicThroughput(RUNS, { telemetry: "traced" }),
+    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => isolatedRound(RUNS, "off") },
+    run: () => isolatedRound(RUNS, "traced"),
     higherIsBetter: true,
   },
   {
@@ -451,6 +470,17 @@ const scenarios = [
     higherIsBetter: false,
   })),
 ];
+
+const telemetryRound = args["telemetry-round"];
+if (telemetryRound !== undefined) {
+  if (!["off", "idle", "traced"].includes(telemetryRound)) {
+    process.stderr.write(`--telemetry-round ${telemetryRound}: the modes are off, idle and traced\n`);
+    process.exit(2);
+  }
+  const result = await atomicThroughput(RUNS, { telemetry: telemetryRound });
+  process.stdout.write(`${JSON.stringify({ ...result, sqlite_driver: sqliteDriver })}\n`);
+  process.exit(0);
+}
 
 if (only) {
   const unknown = [...only].filter((n) => !scenarios.some((sc) => sc.name === n));
