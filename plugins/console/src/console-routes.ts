@@ -10,6 +10,7 @@ import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import { findPublicDir } from "./public-dir.js";
 import { OidcOrigins } from "./oidc-origins.js";
 import { STATIC_SECURITY_HEADERS, contentSecurityPolicy, originOf } from "./security-headers.js";
+import { traceUrlTemplate } from "./trace-url.js";
 
 export interface ConsoleRoutesOptions {
   /** Given by the fabric (see docs/plugins.md). */
@@ -22,10 +23,12 @@ export interface ConsoleRoutesOptions {
 export interface ConsoleConfigBody {
   registry_url: string;
   auth: { required: boolean; mode: string; oidc: null | { issuer: string; client_id: string; scope: string } };
+  /** Where a run's trace is shown: a URL template holding `{trace_id}` (FABRIC_CONSOLE_TRACE_URL), or null. */
+  trace_url: string | null;
 }
 
-/** The console's configuration as the page reads it. */
-export function consoleConfig(fabric: PluginServiceContext): ConsoleConfigBody {
+/** The console's configuration as the page reads it; the trace URL template defaults to FABRIC_CONSOLE_TRACE_URL's. */
+export function consoleConfig(fabric: PluginServiceContext, traceUrl: string | null = traceUrlTemplate(process.env)): ConsoleConfigBody {
   const oidc = fabric.auth.oidc;
   return {
     registry_url: fabric.serviceUrl("node-registry"),
@@ -34,6 +37,7 @@ export function consoleConfig(fabric: PluginServiceContext): ConsoleConfigBody {
       mode: fabric.auth.mode,
       oidc: oidc ? { issuer: oidc.issuer, client_id: oidc.client_id, scope: oidc.scope ?? "openid" } : null,
     },
+    trace_url: traceUrl,
   };
 }
 
@@ -46,6 +50,13 @@ const HAS_EXTENSION = /\.[A-Za-z0-9]+$/;
 export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutesOptions): Promise<void> {
   const fabric = options.fabric;
   if (!fabric) throw new Error("@nodefabric/plugin-console: registered without the fabric's context (options.fabric); load it as a NodeFabric plugin");
+  // Read once, here: a bad value stops the start rather than a page linking nowhere.
+  let traceUrl: string | null;
+  try {
+    traceUrl = traceUrlTemplate(process.env);
+  } catch (err) {
+    throw new Error(`@nodefabric/plugin-console: ${(err as Error).message}`);
+  }
   const root = options.publicDir ?? findPublicDir();
   if (!root) {
     // A package found by discovery in a checkout whose page is not built yet must not stop the fabric: say so instead.
@@ -75,7 +86,7 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
 
   app.get("/console/config.json", PUBLIC, async (_req, reply) => {
     reply.header("cache-control", "no-store");
-    return consoleConfig(fabric);
+    return consoleConfig(fabric, traceUrl);
   });
 
   const serve = async (req: FastifyRequest, reply: FastifyReply) => {

@@ -51,6 +51,7 @@ describe("the console with auth required", () => {
     expect(config.body).toEqual({
       registry_url: registry,
       auth: { required: true, mode: "required", oidc: { issuer: idp.issuer, client_id: "nodefabric-console", scope: "openid" } },
+      trace_url: null,
     });
   });
 

@@ -22,6 +22,8 @@ export interface ConsoleConfig {
     /** An OpenID provider the page may log in with (authorization code with PKCE), when configured. */
     oidc: null | { issuer: string; client_id: string; scope?: string };
   };
+  /** Where a run's trace is shown: a URL template holding `{trace_id}` (FABRIC_CONSOLE_TRACE_URL), or null. */
+  trace_url?: string | null;
 }
 
 /** An executor in the registry's directory (GET /v1/executors). */

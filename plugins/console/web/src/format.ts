@@ -54,3 +54,12 @@ export function isoToLocalInput(iso: string | undefined | null): string {
 export function formatCount(n: number): string {
   return n.toLocaleString("en-US");
 }
+
+/**
+ * The link to a trace: the template (FABRIC_CONSOLE_TRACE_URL, checked by the server) with the trace id, URL-encoded,
+ * in place of each `{trace_id}`; undefined without a template, or when it is not an http(s) URL.
+ */
+export function traceHref(template: string | null | undefined, traceId: string): string | undefined {
+  if (!template || !/^https?:\/\//i.test(template)) return undefined;
+  return template.replaceAll("{trace_id}", encodeURIComponent(traceId));
+}

@@ -11,7 +11,8 @@ import { JsonView } from "../components/json-view";
 import { NodePanel } from "../components/node-panel";
 import { NodeTree } from "../components/node-tree";
 import { StateBadge } from "../components/state-badge";
-import { elapsed, formatCount, formatDuration, formatTime } from "../format";
+import { useConfig } from "../config-context";
+import { elapsed, formatCount, formatDuration, formatTime, traceHref } from "../format";
 import { href, navigate, type Route } from "../router";
 import { RunModel, isTerminal } from "../run-model";
 import { keysToReveal, treeRows, type TreeOpenState } from "../tree-rows";
@@ -112,6 +113,26 @@ function useNow(running: boolean): number {
     return () => clearInterval(t);
   }, [running]);
   return running ? now : Date.now();
+}
+
+/**
+ * The run's trace id (run_context.trace, set by the telemetry plugin or sent by the client): a link to the trace when
+ * FABRIC_CONSOLE_TRACE_URL is configured, else the id alone.
+ */
+function TraceFact(props: { traceId: string }) {
+  const link = traceHref(useConfig().trace_url, props.traceId);
+  return (
+    <span data-testid="run-trace">
+      Trace{" "}
+      {link ? (
+        <a class="mono" href={link} target="_blank" rel="noopener noreferrer">
+          {props.traceId}
+        </a>
+      ) : (
+        <b class="mono">{props.traceId}</b>
+      )}
+    </span>
+  );
 }
 
 /** Cancels the run after the browser's own confirmation (a real dialog: keyboard and screen readers know it). */
@@ -250,6 +271,7 @@ export function RunPage(props: { route: Route }) {
             Tenant <b class="mono">{run.run_context.tenant_id}</b>
           </span>
         )}
+        {run?.run_context?.trace?.trace_id && <TraceFact traceId={run.run_context.trace.trace_id} />}
         <span data-testid="run-counts">
           <b>{formatCount(model.nodes.size)}</b> NodeRuns
           {(["running", "queued", "completed", "failed", "canceled"] as const)
