@@ -22,17 +22,26 @@ import { eventually } from "../../run-client.js";
 
 // The console's flows in Debian's chromium against `fabric dev`, once with auth off and once with auth required
 // (the person pastes a token on #/login first). After each test, any error the page threw or logged fails it.
+// The fabric with auth required also has FABRIC_CONSOLE_TRACE_URL, so a run's trace id is a link there and plain
+// text in the other.
 
 /** Marks the window, so a test can tell the page was updated in place rather than loaded again. */
 const markWindow = (page: Page) => page.evaluate(() => ((window as unknown as { __nf_mark: number }).__nf_mark = 1));
 const stillMarked = (page: Page) => page.evaluate(() => (window as unknown as { __nf_mark?: number }).__nf_mark === 1);
 
-describe.each([{ auth: false }, { auth: true }])("the console (auth required: $auth)", ({ auth }) => {
+/** Jaeger's trace page, as an operator would configure it (nothing needs to listen there: the link is not followed). */
+const TRACE_URL = "http://127.0.0.1:16686/trace/{trace_id}";
+const TRACE = { trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: "00f067aa0ba902b7" };
+
+describe.each([
+  { auth: false, traceUrl: undefined },
+  { auth: true, traceUrl: TRACE_URL },
+])("the console (auth required: $auth, trace URL: $traceUrl)", ({ auth, traceUrl }) => {
   let f: ConsoleFabric;
   let browser: ConsoleBrowser;
 
   beforeAll(async () => {
-    f = await startConsoleFabric({ auth });
+    f = await startConsoleFabric({ auth, env: traceUrl ? { FABRIC_CONSOLE_TRACE_URL: traceUrl } : {} });
     browser = await launchBrowser();
   }, 90_000);
   afterAll(async () => {
@@ -93,6 +102,29 @@ describe.each([{ auth: false }, { auth: true }])("the console (auth required: $a
     await markWindow(page);
     await waitForText(tid(page, "run-state"), /completed/, 20_000);
     expect(await stillMarked(page), "the page was loaded again").toBe(true);
+  }, 60_000);
+
+  it(`shows the trace id of a run started with one${traceUrl ? ", a link to the configured trace URL" : ""}, and no trace fact for a run without`, async () => {
+    const { page } = await signedIn();
+    const traced = await f.startRun(ECHO, { traced: true }, { wait: 10, runContext: { trace: TRACE } });
+    expect(traced.run_context?.trace?.trace_id).toBe(TRACE.trace_id);
+    await open(page, f, `#/runs/${traced.run_id}`);
+    const fact = tid(page, "run-trace");
+    await waitForText(fact, new RegExp(`^Trace ${TRACE.trace_id}$`));
+    const link = fact.locator("a");
+    if (traceUrl) {
+      expect(await link.getAttribute("href")).toBe(`http://127.0.0.1:16686/trace/${TRACE.trace_id}`);
+      expect(await link.getAttribute("target")).toBe("_blank");
+      expect(await link.getAttribute("rel")).toMatch(/\bnoopener\b/);
+    } else {
+      expect(await link.count()).toBe(0);
+    }
+
+    const plain = await f.startRun(ECHO, { traced: false }, { wait: 10 });
+    await open(page, f, `#/runs/${plain.run_id}`);
+    await waitForText(tid(page, "run-state"), /completed/);
+    await waitForText(tid(page, "run-duration"), /Duration/);
+    expect(await fact.count()).toBe(0);
   }, 60_000);
 
   it("opens a failed NodeRun and shows its error code and message", async () => {

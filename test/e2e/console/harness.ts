@@ -49,7 +49,7 @@ export interface ConsoleFabric {
   /** Calls the gateway or registry as a person of `tenant` would (no header with auth off). */
   api(method: string, url: string, body?: unknown, tenant?: string, headers?: Record<string, string>): Promise<JsonAnswer>;
   /** Starts a run through the gateway as `tenant`; the run as the gateway answered (201 or, with wait, 200). */
-  startRun(ref: { node_type_id: string; version: string }, input: unknown, o?: { tenant?: string; wait?: number }): Promise<Record<string, any>>;
+  startRun(ref: { node_type_id: string; version: string }, input: unknown, o?: { tenant?: string; wait?: number; runContext?: Record<string, unknown> }): Promise<Record<string, any>>;
   /** Polls the run until it is in `state`. */
   waitForState(runId: string, state: string, o?: { tenant?: string; ms?: number }): Promise<Record<string, any>>;
   stop(): Promise<void>;
@@ -59,10 +59,11 @@ export const DEFAULT_TENANT = "acme";
 
 /**
  * Starts `fabric dev` with the demo and example handlers, the console fixture handlers and the approval policy; with
- * `auth`, authentication is required (`--auth`, its dev keys minting the tokens). Resolves once the executors serve
- * every node type the tests use and the plan composite is published.
+ * `auth`, authentication is required (`--auth`, its dev keys minting the tokens); `env` is added to the child's
+ * environment (FABRIC_CONSOLE_TRACE_URL). Resolves once the executors serve every node type the tests use and the
+ * plan composite is published.
  */
-export async function startConsoleFabric(o: { auth: boolean }): Promise<ConsoleFabric> {
+export async function startConsoleFabric(o: { auth: boolean; env?: NodeJS.ProcessEnv }): Promise<ConsoleFabric> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), o.auth ? "nf-console-auth-" : "nf-console-"));
   const policyFile = path.join(dataDir, "policy.cedar");
   writeFileSync(policyFile, POLICY);
@@ -80,7 +81,7 @@ export async function startConsoleFabric(o: { auth: boolean }): Promise<ConsoleF
     "@nodefabric/handler-examples",
     CONSOLE_HANDLERS,
   ];
-  const proc = await startFabricProcess(args, { cwd: REPO });
+  const proc = await startFabricProcess(args, { cwd: REPO, env: o.env });
   const gateway = proc.urls["run-gateway"]!;
   const registry = proc.urls["node-registry"]!;
   const keyFile = path.join(dataDir, "keys", "signing-key.json");
@@ -119,7 +120,8 @@ export async function startConsoleFabric(o: { auth: boolean }): Promise<ConsoleF
     tokenFor,
     api,
     async startRun(ref, input, so = {}) {
-      const r = await api("POST", `${gateway}/v1/runs`, { root_node_type_ref: ref, input }, so.tenant, so.wait ? { prefer: `wait=${so.wait}` } : {});
+      const body = { root_node_type_ref: ref, input, ...(so.runContext ? { run_context: so.runContext } : {}) };
+      const r = await api("POST", `${gateway}/v1/runs`, body, so.tenant, so.wait ? { prefer: `wait=${so.wait}` } : {});
       if (r.status !== 200 && r.status !== 201 && r.status !== 202) throw new Error(`starting ${ref.node_type_id} answered ${r.status}: ${JSON.stringify(r.body)}`);
       return r.body;
     },
