@@ -10,7 +10,7 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 
@@ -237,4 +237,20 @@ describe("telemetry across the split fabric: one run, one trace", () => {
     expect(Number(after.attributes["nodefabric.attempt"])).toBeGreaterThanOrEqual(2);
     expect(after.attributes["nodefabric.run_id"]).toBe(runId);
   }, 120_000);
+});
+
+describe("telemetry settings the plugin cannot use", () => {
+  it("stop `fabric start` with exit code 2 and a sentence naming the plugin and the variable", async () => {
+    const base = await freePortBase();
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-telemetry-bad-"));
+    const grpc = await runFabric(["start", "pdp", "--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir, "--plugin", PLUGIN], {
+      cwd: repo,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" },
+    });
+    expect(grpc.code).toBe(2);
+    expect(grpc.stderr).toContain('fabric: plugin @nodefabric/plugin-telemetry: OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not supported: use http/protobuf (the default) or http/json');
+    const port = await runFabric(["start", "pdp", "--auth", "disabled", "--port-base", String(base), "--data-dir", dataDir, "--plugin", PLUGIN], { cwd: repo, env: { FABRIC_METRICS_PORT: "metrics" } });
+    expect(port.code).toBe(2);
+    expect(port.stderr).toContain('fabric: plugin @nodefabric/plugin-telemetry: FABRIC_METRICS_PORT="metrics" is not a port number (0 to 65535)');
+  }, 60_000);
 });

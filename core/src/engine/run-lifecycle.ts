@@ -43,16 +43,18 @@ export class RunLifecycle {
 
   /**
    * POST /v1/runs: stores the Run and its root NodeRun durably, then answers. The run's trace is anchored here: in a
-   * `run.start` span, a child of the caller's trace (its `traceparent`, or else the trace its `run_context.trace`
-   * names), whose ids the Run keeps in `run_context.trace` for every later span of the run to descend from.
+   * `run.start` span whose ids the Run keeps in `run_context.trace`, for every later span of the run to descend from.
+   * The span continues the trace the request's `run_context.trace` names, when it names one (linked to the request's
+   * own span), and else the request's (its `traceparent`, or a new trace).
    */
   async start(req: RunStartRequest, caller: Caller = {}): Promise<Run> {
-    const active = trace.getSpan(context.active())?.spanContext();
     const named = spanContextOf(req.run_context?.trace);
-    const parent = active && trace.isSpanContextValid(active) ? context.active() : named ? trace.setSpanContext(ROOT_CONTEXT, named) : context.active();
+    const active = trace.getSpan(context.active())?.spanContext();
+    const links = named && active && trace.isSpanContextValid(active) ? [{ context: active }] : undefined;
+    const parent = named ? trace.setSpanContext(ROOT_CONTEXT, named) : context.active();
     const ref = req.root_node_type_ref;
     const attributes = { [ATTR.nodeTypeId]: ref.node_type_id, [ATTR.nodeTypeVersion]: ref.version, ...(req.run_id ? { [ATTR.runId]: req.run_id } : {}) };
-    const { run, created } = await inSpan(`run.start ${ref.node_type_id}`, { parent, attributes }, (span) => this.startRun(req, caller, span));
+    const { run, created } = await inSpan(`run.start ${ref.node_type_id}`, { parent, attributes, links }, (span) => this.startRun(req, caller, span));
     if (created) publish("runStarted", () => ({ node_type_id: ref.node_type_id }));
     return run;
   }

@@ -16,16 +16,24 @@ import {
   TraceFlags,
   type Attributes,
   type Context,
+  type Link,
   type Span,
   type SpanContext,
+  type Tracer,
 } from "@opentelemetry/api";
 import type { Run } from "@nodefabric/schemas";
 import { SERVICE_VERSION } from "../version.js";
 
 export { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Context, type Span, type Attributes };
 
-/** Core's tracer: a proxy that starts recording once an SDK is registered, whenever that happens. */
-export const tracer = trace.getTracer("@nodefabric/core", SERVICE_VERSION);
+/**
+ * Core's tracer, looked up at each span: the API's proxy tracer keeps the first SDK tracer it is handed, so a tracer
+ * taken once would go on recording into an SDK that was shut down and replaced (a fabric stopped and started again in
+ * one process, with other settings). Without an SDK the lookup returns the API's no-op at once.
+ */
+export const tracer: Pick<Tracer, "startSpan"> = {
+  startSpan: (name, options, ctx) => trace.getTracer("@nodefabric/core", SERVICE_VERSION).startSpan(name, options, ctx),
+};
 
 /** Attribute names shared by every NodeFabric span. */
 export const ATTR = {
@@ -97,9 +105,9 @@ export function endSpan(span: Span, failure?: { code?: string; message?: string 
  * Runs `fn` inside a new span (a child of `parent`, by default the active context) and ends it when `fn` settles; a
  * throw is recorded on the span and thrown on. With no SDK the span records nothing and `fn` runs as it would.
  */
-export async function inSpan<T>(name: string, options: { kind?: SpanKind; attributes?: Attributes; parent?: Context }, fn: (span: Span) => Promise<T>): Promise<T> {
+export async function inSpan<T>(name: string, options: { kind?: SpanKind; attributes?: Attributes; parent?: Context; links?: Link[] }, fn: (span: Span) => Promise<T>): Promise<T> {
   const parent = options.parent ?? context.active();
-  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes }, parent);
+  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent);
   if (!span.isRecording()) return fn(span);
   try {
     const out = await context.with(trace.setSpan(parent, span), () => fn(span));

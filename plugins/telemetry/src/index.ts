@@ -9,7 +9,7 @@
 import { createServer, type Server } from "node:http";
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
-import { definePlugin, SERVICE_NAMES, type PluginServiceContext, type ServiceName } from "@nodefabric/core";
+import { ConfigError, definePlugin, SERVICE_NAMES, type PluginServiceContext, type ServiceName } from "@nodefabric/core";
 import { FabricMetrics } from "./metrics.js";
 import { startTracing, stopTracing, type TracingSettings } from "./tracing.js";
 
@@ -17,6 +17,7 @@ export { METRICS, MAX_LABEL_VALUES, type MetricSpec, type MetricType } from "./c
 export { tracingSettings, flushTracing, type TracingSettings } from "./tracing.js";
 
 const VERSION = "0.1.0";
+const PLUGIN_NAME = "@nodefabric/plugin-telemetry";
 
 /** What the process shares between its services: one registry, one metrics port. */
 let metrics: FabricMetrics | undefined;
@@ -67,20 +68,27 @@ async function openMetricsPort(settings: { port: number; host: string }, m: Fabr
 /** What the plugin adds to one service. */
 async function telemetryService(app: FastifyInstance, options: { fabric: PluginServiceContext }): Promise<void> {
   const fabric = options.fabric;
+  // A setting the plugin cannot use is the operator's to fix: `fabric` exits with 2, naming the plugin.
+  const refuse = (err: unknown) => new ConfigError(`plugin ${PLUGIN_NAME}: ${(err as Error).message}`);
+  let port: ReturnType<typeof metricsPortSettings>;
+  try {
+    port = metricsPortSettings();
+  } catch (err) {
+    throw refuse(err);
+  }
   let tracing: TracingSettings;
   try {
     tracing = startTracing(fabric.processServices);
   } catch (err) {
     // The users count was taken: give it back, so a later start is not held by this one.
     await stopTracing();
-    throw err;
+    throw refuse(err);
   }
   services++;
   metrics ??= new FabricMetrics();
   const m = metrics;
   const key = {};
   m.watch(key, fabric.service, () => fabric.observe());
-  const port = metricsPortSettings();
   if (port && !metricsServer) metricsServer = await openMetricsPort(port, m);
   app.log.debug({ tracing: tracing.exporter, protocol: tracing.protocol, service_name: tracing.serviceName }, "telemetry on");
 
@@ -107,7 +115,7 @@ async function telemetryService(app: FastifyInstance, options: { fabric: PluginS
 const servicePlugin = fp(telemetryService, { name: "nodefabric-telemetry", fastify: "5.x" });
 
 export default definePlugin({
-  name: "@nodefabric/plugin-telemetry",
+  name: PLUGIN_NAME,
   version: VERSION,
   services: SERVICE_NAMES.map((service: ServiceName) => ({ service, plugin: servicePlugin })),
 });

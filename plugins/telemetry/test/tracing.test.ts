@@ -144,6 +144,25 @@ describe("tracing in one process", () => {
     expect(call).toMatchObject({ kind: 3, attributes: expect.objectContaining({ "url.full": upstreamUrl, "http.response.status_code": 200 }) });
     expect(headers).toEqual([`00-${traceId}-${call.spanId}-01`]);
 
+    // A run_context.trace the client names is the trace the run joins; the request's own span is linked.
+    const named = { trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: "00f067aa0ba902b7" };
+    const res = await fetch(`${gw}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json", prefer: "wait=10" },
+      body: JSON.stringify({ root_node_type_ref: { node_type_id: "t.fetch", version: "1.0.0" }, input: { url: upstreamUrl }, run_context: { trace: { ...named, request_id: "req-1" } } }),
+    });
+    const joined = (await res.json()) as { state: string; run_context: { trace: { trace_id: string; span_id: string; request_id: string } } };
+    expect(joined.state).toBe("completed");
+    expect(joined.run_context.trace).toMatchObject({ trace_id: named.trace_id, request_id: "req-1" });
+    const spansNamed = await receiver.waitForSpans((all) => all.some((s) => s.traceId === named.trace_id && s.name === "node_run t.fetch" && s.attributes["nodefabric.state"] === "completed"), 10_000);
+    const anchorNamed = spansNamed.find((s) => s.traceId === named.trace_id && s.name === "run.start t.fetch")!;
+    expect(anchorNamed.parentSpanId).toBe(named.span_id);
+    expect(anchorNamed.spanId).toBe(joined.run_context.trace.span_id);
+    const requestSpan = spansNamed.find((s) => s.name === "POST /v1/runs" && s.spanId === anchorNamed.links[0]?.spanId);
+    expect(requestSpan, "the request's span, linked from the anchor").toBeDefined();
+    expect(headers[1]).toMatch(new RegExp(`^00-${named.trace_id}-`));
+    headers.splice(1, 1);
+
     // ctx.request (undici) carries the trace as ctx.fetch does.
     const second = await run(gw, upstreamUrl, {}, "t.request");
     expect(second.state).toBe("completed");
@@ -154,5 +173,38 @@ describe("tracing in one process", () => {
     const call2 = spans2.find((s) => s.traceId === traceId2 && s.name === "GET" && s.parentSpanId === handler2.spanId)!;
     expect(call2.attributes["http.response.status_code"]).toBe(200);
     expect(headers[1]).toBe(`00-${traceId2}-${call2.spanId}-01`);
+  });
+
+  it("traces to the new exporter when a fabric is started again in the same process, and records nothing once off", async () => {
+    const first = await startOtlpReceiver();
+    try {
+      const a = await start({ OTEL_EXPORTER_OTLP_ENDPOINT: first.url, OTEL_BSP_SCHEDULE_DELAY: "20" });
+      const ranA = await run(a.gw, a.upstreamUrl);
+      await first.waitForSpans((all) => all.some((s) => s.traceId === ranA.run_context!.trace!.trace_id && s.name === "GET"), 10_000);
+      await fabric!.close();
+      fabric = undefined;
+      await new Promise<void>((r) => upstream!.close(() => r()));
+      upstream = undefined;
+
+      receiver = await startOtlpReceiver();
+      const b = await start({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" });
+      const ranB = await run(b.gw, b.upstreamUrl);
+      const traceB = ranB.run_context!.trace!.trace_id;
+      await receiver.waitForSpans((all) => all.some((s) => s.traceId === traceB && s.name === "node_run t.fetch"), 10_000);
+      expect(first.spans.some((s) => s.traceId === traceB)).toBe(false);
+      await fabric!.close();
+      fabric = undefined;
+      await new Promise<void>((r) => upstream!.close(() => r()));
+      upstream = undefined;
+
+      // Started again with no exporter: nothing recorded, nothing sent, to either.
+      for (const k of Object.keys(process.env)) if (k.startsWith("OTEL_")) delete process.env[k];
+      const c = await start({});
+      const ranC = await run(c.gw, c.upstreamUrl);
+      expect(ranC.run_context?.trace).toBeUndefined();
+      expect(headers.at(-1)).toBeUndefined();
+    } finally {
+      await first.close();
+    }
   });
 });

@@ -151,13 +151,18 @@ export function errorFromThrown(err: unknown): FabricErrorBody {
   return { code: "handler_error", message };
 }
 
+/** The ids every log line about this execution carries: its run, its NodeRun and the run's trace (when it has one). */
+function runFields(request: AtomicExecuteRequest): { run_id: string; node_run_id: string; trace_id?: string } {
+  const traceId = request.run_context?.trace?.trace_id;
+  return { run_id: request.run_id, node_run_id: request.node_run_id, ...(traceId ? { trace_id: traceId } : {}) };
+}
+
 function handlerLogger(log: RuntimeLogger, request: AtomicExecuteRequest): () => HandlerLogger {
   let child: HandlerLogger | undefined;
   // Made on first use: most handlers never log, and a pino child per request is not free.
   return () =>
     (child ??= log.child({
-      run_id: request.run_id,
-      node_run_id: request.node_run_id,
+      ...runFields(request),
       node_type_id: request.node_type_ref.node_type_id,
     }) as unknown as HandlerLogger);
 }
@@ -167,8 +172,7 @@ function logUpstreamFailure(log: RuntimeLogger, request: AtomicExecuteRequest, a
   const details = error.details ?? {};
   log.warn(
     {
-      run_id: request.run_id,
-      node_run_id: request.node_run_id,
+      ...runFields(request),
       node_type_id: request.node_type_ref.node_type_id,
       attempt,
       error_code: error.code,
@@ -289,14 +293,14 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   if (signal.aborted) {
     if (!settled) {
       options.onAbandoned?.(1);
-      options.log.warn({ node_run_id: request.node_run_id, node_type_id: nodeType.node_type_id, reason: execution.stopped }, "handler still running after its signal fired; its result will be discarded");
+      options.log.warn({ ...runFields(request), node_type_id: nodeType.node_type_id, reason: execution.stopped }, "handler still running after its signal fired; its result will be discarded");
       void handled.then(() => options.onAbandoned?.(-1));
     }
     return stoppedResult();
   }
 
   if (outcome.kind === "threw") {
-    if (!HandlerError.is(outcome.error)) options.log.debug({ err: outcome.error, node_run_id: request.node_run_id }, "handler threw");
+    if (!HandlerError.is(outcome.error)) options.log.debug({ err: outcome.error, ...runFields(request) }, "handler threw");
     const error = errorFromThrown(outcome.error);
     if (error.code === UPSTREAM_UNAVAILABLE) logUpstreamFailure(options.log, request, attempt, error);
     return finish("failed", { error });
