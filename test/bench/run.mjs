@@ -225,7 +225,12 @@ async function atomicThroughput(total, { pg = false, telemetry = "off", ...optio
     let result;
     try {
       await load(warm);
+      // CPU of this process (fabric and load generator) over the measured load: less noisy than throughput on a shared
+      // machine, and the load generator's part is the same with telemetry or without.
+      const cpu0 = process.cpuUsage();
       result = await withPeakRss(() => load(total));
+      const cpu = process.cpuUsage(cpu0);
+      result.cpu_us_per_run = Math.round((cpu.user + cpu.system) / total);
     } finally {
       // Closing the last service flushes the spans still queued.
       await close();
@@ -523,6 +528,7 @@ for (const sc of selected) {
     out.seconds = median(rs.map((x) => x.seconds));
     if (rs[0].peak_rss_mb !== undefined) out.peak_rss_mb = Math.max(...rs.map((x) => x.peak_rss_mb));
     out.failures = rs.reduce((n, x) => n + x.failures, 0);
+    if (rs[0].cpu_us_per_run !== undefined) out.cpu_us_per_run = median(rs.map((x) => x.cpu_us_per_run));
     if (rs[0].otlp) {
       const sum = (k) => rs.reduce((n, x) => n + x.otlp[k], 0);
       out.otlp = { requests: sum("requests"), bytes: sum("bytes"), spans: sum("spans"), spans_per_run: +(sum("spans") / sum("runs")).toFixed(2), undecoded: sum("undecoded") };
@@ -544,6 +550,12 @@ for (const r of results) {
   process.stdout.write(
     `| ${r.scenario} | ${r.per_second} | ${r.p50_ms ?? ""} | ${r.p99_ms ?? ""} | ${r.seconds} | ${r.peak_rss_mb ?? ""} | ${r.ratio_to_floor ?? ""} | ${r.failures} |\n`,
   );
+}
+for (let i = 1; i < results.length; i += 2) {
+  const [f, m] = [results[i - 1], results[i]];
+  if (m.cpu_us_per_run === undefined || f.cpu_us_per_run === undefined) continue;
+  const extra = m.cpu_us_per_run - f.cpu_us_per_run;
+  process.stdout.write(`\n${m.scenario}: CPU per run (this process: fabric and load generator, median of ${m.rounds}) ${m.cpu_us_per_run} µs against ${f.cpu_us_per_run} µs without telemetry: ${extra >= 0 ? "+" : ""}${extra} µs (${((extra / f.cpu_us_per_run) * 100).toFixed(1)} %)\n`);
 }
 for (const r of results.filter((x) => x.otlp)) {
   const o = r.otlp;
