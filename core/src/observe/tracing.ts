@@ -20,6 +20,7 @@ import {
   type Span,
   type SpanContext,
   type Tracer,
+  type TracerProvider,
 } from "@opentelemetry/api";
 import type { Run } from "@nodefabric/schemas";
 import { SERVICE_VERSION } from "../version.js";
@@ -32,8 +33,18 @@ export { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, typ
  * one process, with other settings). Without an SDK the lookup returns the API's no-op at once.
  */
 export const tracer: Pick<Tracer, "startSpan"> = {
-  startSpan: (name, options, ctx) => trace.getTracer("@nodefabric/core", SERVICE_VERSION).startSpan(name, options, ctx),
+  startSpan: (name, options, ctx) => currentTracer().startSpan(name, options, ctx),
 };
+
+let held: { provider: unknown; tracer: Tracer } | undefined;
+
+/** The tracer of the SDK registered now: looked up again only when another SDK (or none) was registered since. */
+function currentTracer(): Tracer {
+  const global = trace.getTracerProvider() as TracerProvider & { getDelegate?: () => TracerProvider };
+  const provider = global.getDelegate?.() ?? global;
+  if (held?.provider !== provider) held = { provider, tracer: trace.getTracer("@nodefabric/core", SERVICE_VERSION) };
+  return held.tracer;
+}
 
 /** Attribute names shared by every NodeFabric span. */
 export const ATTR = {
