@@ -8,9 +8,20 @@ export interface Clock {
   isoNow(): string;
 }
 
+/** The last timestamp formatted, and its millisecond: a run writes a dozen within one, and formatting is not free. */
+let isoMs = Number.NaN;
+let iso = "";
+
 const systemClock: Clock = {
   now: () => Date.now(),
-  isoNow: () => new Date().toISOString(),
+  isoNow: () => {
+    const ms = Date.now();
+    if (ms !== isoMs) {
+      iso = new Date(ms).toISOString();
+      isoMs = ms;
+    }
+    return iso;
+  },
 };
 
 let current: Clock = systemClock;
