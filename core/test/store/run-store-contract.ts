@@ -575,6 +575,32 @@ export function runStoreContract(name: string, open: () => Promise<RunStoreHarne
       });
     });
 
+    describe("queue statistics", () => {
+      const lease = 1_000;
+      it("queueStats counts what a claim would take now, and the earliest available_at among it", async () => {
+        if (!store.queueStats) throw new Error(`${name} gives no queueStats: metrics could not show its queue`);
+        const { run, root } = await seedRun();
+        const mk = (id: string, o: Partial<NodeRunRecord>) => makeNodeRun({ run_id: run.run_id, node_run_id: id, ...o });
+        expect(await store.queueStats(T0 + 100)).toEqual({ depth: 1, oldestAvailableAt: root.available_at });
+        await store.claim({ owner: "c1", now: T0, limit: 10, leaseMs: lease }); // the root, leased until T0 + lease
+        await store.apply({
+          nodeRuns: [
+            mk("nr_ready", { available_at: T0 + 20 }),
+            mk("nr_retry", { state: "running", available_at: T0 + 40 }),
+            mk("nr_backoff", { state: "running", available_at: T0 + 10_000 }),
+            mk("nr_approval", { approval_id: "apr_q", available_at: T0 }),
+            mk("nr_leased", { state: "running", lease_owner: "c2", lease_expires_at: T0 + 10_000, available_at: T0 }),
+            mk("nr_done", { state: "completed", available_at: T0 }),
+          ],
+        });
+        expect(await store.queueStats(T0 + 100)).toEqual({ depth: 2, oldestAvailableAt: T0 + 20 });
+        // Once the root's lease has expired it is claimable again, and the oldest.
+        expect(await store.queueStats(T0 + lease + 1)).toEqual({ depth: 3, oldestAvailableAt: root.available_at });
+        await store.claim({ owner: "c1", now: T0 + 100, limit: 10, leaseMs: lease });
+        expect(await store.queueStats(T0 + 100)).toEqual({ depth: 0, oldestAvailableAt: null });
+      });
+    });
+
     describe("run queries", () => {
       it("listOverdueRuns answers open runs whose deadline passed before now", async () => {
         const overdueQueued = makeRun({ deadline_at: T0 + 10 });
