@@ -17,7 +17,13 @@
  * loaded, their floor being atomic-throughput without it in the same rounds: -telemetry with no exporter (metrics on,
  * every OTEL_* variable unset), -traced exporting every span over OTLP/HTTP protobuf to a receiver in a child process
  * (test/bench/otlp-sink.mjs); its JSON line says what the receiver got (`otlp`: requests, bytes, spans, per run).
- * Each round of these two, floor included, runs in a new process, since the plugin changes what is global to one.
+ *
+ * Every round of every scenario, floor and run alike, is a fresh child process (`run.mjs --round <scenario>:floor`
+ * or `:run`, an internal mode that runs that one round and prints its result as a JSON line), so no round inherits
+ * the heap, the garbage, the JIT state or the globals (the telemetry plugin's OpenTelemetry provider) of another.
+ * Peak RSS is per round: the high-water mark of that fresh process (getrusage's maxrss, which also counts its start
+ * and warm-up), or, for the rounds that start processes of their own (split-*, coordinators-*, baseline-3-hops), the
+ * RSS of those processes summed and sampled as before; a scenario's figure is the highest of its rounds.
  */
 import Fastify from "fastify";
 import { execFile } from "node:child_process";
@@ -28,11 +34,12 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Pool, request } from "undici";
-import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair } from "jose";
-import { CHANNEL_NAMES, buildAtomicExecutor, loadConfig, loadHandlers, loadPlugins, startFabric } from "../../core/dist/index.js";
 import { closedLoop, median } from "./load.mjs";
-import { startOtlpSink } from "./otlp-sink.mjs";
-import { PG_URL, pgSchema, pgUnavailable, startHopChain, startSplitFabric, withPeakRssOf } from "./split.mjs";
+
+// Loaded by the rounds that use them, not at the top: a floor's round is a fresh process whose peak RSS is reported,
+// and it should hold fastify and undici, not core, jose or pg as well (about 30 MB of code it never runs).
+const core = () => import("../../core/dist/index.js");
+const split = () => import("./split.mjs");
 
 const { values: args } = parseArgs({
   options: {
@@ -40,8 +47,8 @@ const { values: args } = parseArgs({
     only: { type: "string" },
     runs: { type: "string", default: "10000" },
     "split-runs": { type: "string", default: "3000" },
-    // Internal: run one atomic-throughput round with this telemetry mode and print its result (see isolatedRound).
-    "telemetry-round": { type: "string" },
+    // Internal: `<scenario>:floor` or `<scenario>:run` runs that one round in this process and prints its result.
+    round: { type: "string" },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -53,16 +60,14 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 
 const address = (app) => `http://127.0.0.1:${app.server.address().port}`;
 
-/** Samples the RSS of this process while `fn` runs; returns fn's result and the peak in MB. */
+/**
+ * Runs `fn` and adds the peak RSS of this process in MB: its high-water mark as the kernel keeps it (getrusage's
+ * maxrss, in KiB), which a sampler could miss between two samples. A round runs in a process of its own (freshRound),
+ * so that mark is the round's: the process's start, the warm-up and the measured load, and nothing before.
+ */
 async function withPeakRss(fn) {
-  let peak = process.memoryUsage().rss;
-  const t = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
-  try {
-    const result = await fn();
-    return { ...result, peak_rss_mb: Math.round(Math.max(peak, process.memoryUsage().rss) / 1048576) };
-  } finally {
-    clearInterval(t);
-  }
+  const result = await fn();
+  return { ...result, peak_rss_mb: Math.round(Math.max(process.resourceUsage().maxRSS * 1024, process.memoryUsage().rss) / 1048576) };
 }
 
 // ------------------------------------------------------------------ floors
@@ -94,11 +99,11 @@ const TELEMETRY_PLUGIN = path.join(repo, "plugins", "telemetry");
  * The plugins a bench fabric loads: those asked for and no others. Left to itself the fabric would discover every
  * plugin package in the workspace's node_modules (the console, telemetry), and the figures would move with them.
  */
-function benchPlugins({ store, telemetry = "off" } = {}) {
+async function benchPlugins({ store, telemetry = "off" } = {}) {
   const names = [];
   if (store) names.push("@nodefabric/plugin-postgres");
   if (telemetry !== "off") names.push(TELEMETRY_PLUGIN);
-  return loadPlugins({ plugins: names, cwd: repo });
+  return (await core()).loadPlugins({ plugins: names, cwd: repo });
 }
 
 /**
@@ -137,6 +142,7 @@ async function startWholeFabric({ auth = false, store, telemetry = "off" } = {})
   let headers = {};
   let registryHeaders = {};
   if (auth) {
+    const { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair } = await import("jose");
     const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true });
     const pub = await exportJWK(publicKey);
     const kid = await calculateJwkThumbprint(pub);
@@ -149,6 +155,7 @@ async function startWholeFabric({ auth = false, store, telemetry = "off" } = {})
     headers = { authorization: `Bearer ${await mint("nodefabric-run-gateway", "runs:write runs:read")}` };
     registryHeaders = { authorization: `Bearer ${await mint("nodefabric-node-registry", "node-types:read")}` };
   }
+  const { loadConfig, startFabric } = await core();
   const config = loadConfig({ cwd: repo, env: {}, flags });
   const fabric = await startFabric(config, undefined, { plugins: await benchPlugins({ store, telemetry }) });
   await noteSqliteDriver(fabric.urls["run-coordinator"]);
@@ -182,20 +189,21 @@ async function echoFloor(total) {
   const app = await startEchoFloor();
   try {
     await closedLoop({ url: address(app), path: "/echo", body: executeBody, total: Math.min(total, 2000), clients: CLIENTS });
-    return await closedLoop({ url: address(app), path: "/echo", body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" });
+    return await withPeakRss(() => closedLoop({ url: address(app), path: "/echo", body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" }));
   } finally {
     await app.close();
   }
 }
 
 async function atomicExecute(total) {
+  const { buildAtomicExecutor, loadHandlers } = await core();
   const handlers = await loadHandlers({ handlers: ["@nodefabric/handler-demo"], cwd: repo });
   const app = await buildAtomicExecutor({ logger: false, handlers, concurrency: 4096 });
   await app.listen({ host: "127.0.0.1", port: 0 });
   const path = "/v1/atomic-node-runs:execute";
   try {
     await closedLoop({ url: address(app), path, body: executeBody, total: Math.min(total, 2000), clients: CLIENTS });
-    return await closedLoop({ url: address(app), path, body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" });
+    return await withPeakRss(() => closedLoop({ url: address(app), path, body: executeBody, total, clients: CLIENTS, check: (b) => b.state === "completed" }));
   } finally {
     await app.close();
   }
@@ -208,12 +216,12 @@ async function atomicExecute(total) {
  */
 async function atomicThroughput(total, { pg = false, telemetry = "off", ...options } = {}) {
   if (telemetry === "off") {
-    // A telemetry round before this one must have let go of core's channels, or this floor would pay for its metrics.
-    const held = Object.values(CHANNEL_NAMES).filter((name) => hasSubscribers(name));
+    // Nothing may listen on core's channels in a round without telemetry, or it would pay for metrics it does not say.
+    const held = Object.values((await core()).CHANNEL_NAMES).filter((name) => hasSubscribers(name));
     if (held.length > 0) throw new Error(`core's diagnostics channels still have subscribers before a run without telemetry: ${held.join(", ")}`);
   }
-  const schema = pg ? pgSchema() : undefined;
-  const sink = telemetry === "traced" ? await startOtlpSink() : undefined;
+  const schema = pg ? (await split()).pgSchema() : undefined;
+  const sink = telemetry === "traced" ? await (await import("./otlp-sink.mjs")).startOtlpSink() : undefined;
   try {
     // A queue deep enough for every span of a round, sent in batches of 2048, so that no span is dropped.
     const otel = sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_BSP_MAX_QUEUE_SIZE: "65536", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "2048" } : {};
@@ -247,23 +255,9 @@ async function atomicThroughput(total, { pg = false, telemetry = "off", ...optio
   }
 }
 
-/**
- * One atomic-throughput round in a process of its own. The telemetry plugin changes what is global to a process (the
- * OpenTelemetry API's provider, and the tracer core holds from it, which keeps the first SDK's tracer once one was
- * registered), so a round after a traced one in the same process would not measure what it says.
- */
-async function isolatedRound(total, telemetry) {
-  const stdout = await new Promise((resolve, reject) => {
-    const child = execFile(process.execPath, [fileURLToPath(import.meta.url), "--telemetry-round", telemetry, "--runs", String(total)], { maxBuffer: 1 << 20 }, (err, out) => (err ? reject(err) : resolve(out)));
-    child.stderr.pipe(process.stderr);
-  });
-  const { sqlite_driver, ...result } = JSON.parse(stdout.trim().split("\n").pop());
-  sqliteDriver = sqlite_driver;
-  return result;
-}
-
 /** The chained floor: `hops` fastify processes, each forwarding with undici to the next; RSS summed over them. */
 async function hopFloor(hops, total) {
+  const { startHopChain, withPeakRssOf } = await split();
   const chain = await startHopChain(hops);
   try {
     await closedLoop({ url: chain.url, path: "/echo", body: executeBody, total: Math.min(total, 2000), clients: CLIENTS });
@@ -280,6 +274,7 @@ async function hopFloor(hops, total) {
  * of them on one PostgreSQL schema of this round's own. RSS is summed over the fabric's processes.
  */
 async function splitThroughput(total, { pg = false, coordinators = 1 } = {}) {
+  const { pgSchema, startSplitFabric, withPeakRssOf } = await split();
   const schema = pg ? pgSchema() : undefined;
   try {
     const fabric = await startSplitFabric({ store: schema?.url, coordinators });
@@ -326,7 +321,7 @@ async function slowUpstreamFloor(n) {
   await app.listen({ host: "127.0.0.1", port: 0 });
   try {
     await burst(address(app), "/fetch", 100, () => ({}));
-    return await burst(address(app), "/fetch", n, () => ({}), {}, (b) => b.state === "completed");
+    return await withPeakRss(() => burst(address(app), "/fetch", n, () => ({}), {}, (b) => b.state === "completed"));
   } finally {
     await app.close();
     await pool.close();
@@ -376,6 +371,7 @@ async function fanoutFloor(n) {
 /** One composite with N demo.echo children, through the gateway, waiting for the run's end. */
 async function fanout(n) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
+  const { loadConfig, startFabric } = await core();
   const config = loadConfig({ cwd: repo, env: {}, flags: { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo", "@nodefabric/handler-examples"] } });
   const fabric = await startFabric(config, undefined, { plugins: await benchPlugins() });
   try {
@@ -418,15 +414,15 @@ const scenarios = [
   {
     name: "atomic-throughput-telemetry",
     describe: `atomic-throughput with @nodefabric/plugin-telemetry and no exporter configured (no OTEL_* variable): metrics on, spans the API's no-ops`,
-    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => isolatedRound(RUNS, "off") },
-    run: () => isolatedRound(RUNS, "idle"),
+    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
+    run: () => atomicThroughput(RUNS, { telemetry: "idle" }),
     higherIsBetter: true,
   },
   {
     name: "atomic-throughput-traced",
     describe: `atomic-throughput with @nodefabric/plugin-telemetry exporting every span (OTLP/HTTP protobuf, batch processor, queue 65536, batches of 2048) to a receiver in another process`,
-    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => isolatedRound(RUNS, "off") },
-    run: () => isolatedRound(RUNS, "traced"),
+    floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
+    run: () => atomicThroughput(RUNS, { telemetry: "traced" }),
     higherIsBetter: true,
   },
   {
@@ -476,15 +472,34 @@ const scenarios = [
   })),
 ];
 
-const telemetryRound = args["telemetry-round"];
-if (telemetryRound !== undefined) {
-  if (!["off", "idle", "traced"].includes(telemetryRound)) {
-    process.stderr.write(`--telemetry-round ${telemetryRound}: the modes are off, idle and traced\n`);
+if (args.round !== undefined) {
+  // A child of freshRound: one round, its result as the last line of stdout, then exit (closing what a round left).
+  const [name, kind] = args.round.split(":");
+  const sc = scenarios.find((x) => x.name === name);
+  if (!sc || !["floor", "run"].includes(kind)) {
+    process.stderr.write(`--round ${args.round}: expected <scenario>:floor or <scenario>:run; the scenarios: ${scenarios.map((x) => x.name).join(", ")}\n`);
     process.exit(2);
   }
-  const result = await atomicThroughput(RUNS, { telemetry: telemetryRound });
-  process.stdout.write(`${JSON.stringify({ ...result, sqlite_driver: sqliteDriver })}\n`);
-  process.exit(0);
+  const result = await (kind === "floor" ? sc.floor.run() : sc.run());
+  process.stdout.write(`${JSON.stringify({ ...result, sqlite_driver: sqliteDriver })}\n`, () => process.exit(0));
+  await new Promise(() => {}); // the write's callback exits
+}
+
+/**
+ * Runs one round (`kind` "floor" or "run") of a scenario in a new process, this file in --round mode with this
+ * process's sizes, environment and Node flags (so `--cpu-prof` reaches the rounds), and returns its result.
+ */
+async function freshRound(sc, kind) {
+  const argv = [...process.execArgv, fileURLToPath(import.meta.url), "--round", `${sc.name}:${kind}`, "--runs", String(RUNS), "--split-runs", String(SPLIT_RUNS)];
+  const stdout = await new Promise((resolve, reject) => {
+    const child = execFile(process.execPath, argv, { cwd: repo, env: process.env, maxBuffer: 1 << 20 }, (err, out) =>
+      err ? reject(new Error(`round ${sc.name}:${kind} failed (${err.code ?? err.signal}); its stderr is above`)) : resolve(out),
+    );
+    child.stderr.pipe(process.stderr);
+  });
+  const { sqlite_driver, ...result } = JSON.parse(stdout.trim().split("\n").pop());
+  if (sqlite_driver !== "unknown") sqliteDriver = sqlite_driver;
+  return result;
 }
 
 if (only) {
@@ -495,7 +510,7 @@ if (only) {
   }
 }
 const selected = scenarios.filter((sc) => !only || only.has(sc.name));
-const pgMissing = selected.some((sc) => sc.pg) ? await pgUnavailable() : undefined;
+const pgMissing = selected.some((sc) => sc.pg) ? await (await split()).pgUnavailable() : undefined;
 
 const results = [];
 const skipped = [];
@@ -510,11 +525,11 @@ for (const sc of selected) {
   for (let r = 0; r < ROUNDS; r++) {
     // Which of the two goes first alternates, so a machine getting busier or quieter favours neither.
     if (r % 2 === 0) {
-      floorRuns.push(await sc.floor.run());
-      runs.push(await sc.run());
+      floorRuns.push(await freshRound(sc, "floor"));
+      runs.push(await freshRound(sc, "run"));
     } else {
-      runs.push(await sc.run());
-      floorRuns.push(await sc.floor.run());
+      runs.push(await freshRound(sc, "run"));
+      floorRuns.push(await freshRound(sc, "floor"));
     }
   }
   const summarize = (name, describe, rs) => {
@@ -526,7 +541,10 @@ for (const sc of selected) {
       out.p99_ms = median(rs.map((x) => x.p99_ms));
     }
     out.seconds = median(rs.map((x) => x.seconds));
-    if (rs[0].peak_rss_mb !== undefined) out.peak_rss_mb = Math.max(...rs.map((x) => x.peak_rss_mb));
+    if (rs[0].peak_rss_mb !== undefined) {
+      out.peak_rss_mb = Math.max(...rs.map((x) => x.peak_rss_mb));
+      if (rs.length > 1) out.peak_rss_mb_rounds = rs.map((x) => x.peak_rss_mb);
+    }
     out.failures = rs.reduce((n, x) => n + x.failures, 0);
     if (rs[0].cpu_us_per_run !== undefined) out.cpu_us_per_run = median(rs.map((x) => x.cpu_us_per_run));
     if (rs[0].otlp) {
@@ -545,10 +563,15 @@ for (const sc of selected) {
   process.stdout.write(`${JSON.stringify(floor)}\n${JSON.stringify(main)}\n`);
 }
 
-process.stdout.write(`\n| scenario | per s (median of ${ROUNDS}) | p50 ms | p99 ms | wall s | peak RSS MB | ratio to floor | failures |\n|---|---|---|---|---|---|---|---|\n`);
+process.stdout.write(`\n| scenario | per s (median of ${ROUNDS}) | p50 ms | p99 ms | wall s | peak RSS MB (max of ${ROUNDS} fresh processes) | ratio to floor | failures |\n|---|---|---|---|---|---|---|---|\n`);
 for (const r of results) {
   process.stdout.write(
     `| ${r.scenario} | ${r.per_second} | ${r.p50_ms ?? ""} | ${r.p99_ms ?? ""} | ${r.seconds} | ${r.peak_rss_mb ?? ""} | ${r.ratio_to_floor ?? ""} | ${r.failures} |\n`,
+  );
+}
+if (results.length > 0) {
+  process.stdout.write(
+    `\npeak RSS: every round, floor and run, ran in a fresh process; the figure is that process's high-water mark (fabric and load generator, from its start), or for split-*, coordinators-* and baseline-3-hops the summed RSS of the processes the round started (load generator excluded), sampled every 50 ms; the highest over the rounds, each round's in the JSON lines (peak_rss_mb_rounds)\n`,
   );
 }
 for (let i = 1; i < results.length; i += 2) {
@@ -562,5 +585,5 @@ for (const r of results.filter((x) => x.otlp)) {
   process.stdout.write(`\n${r.scenario}: the OTLP sink received ${o.spans} spans (${o.spans_per_run} per run, warm-up included) in ${o.requests} requests, ${(o.bytes / 1048576).toFixed(1)} MB, over ${r.rounds} rounds\n`);
 }
 if (skipped.length > 0) process.stdout.write(`\nskipped: ${skipped.join(", ")} (${pgMissing})\n`);
-const pgNote = selected.some((sc) => sc.pg) && !pgMissing ? `, PostgreSQL stores at ${new URL(PG_URL).host}` : "";
+const pgNote = selected.some((sc) => sc.pg) && !pgMissing ? `, PostgreSQL stores at ${new URL((await split()).PG_URL).host}` : "";
 process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, SQLite store on ${sqliteDriver}${pgNote}, ${new Date().toISOString()}\n`);
