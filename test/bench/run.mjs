@@ -375,6 +375,7 @@ async function fanout(n) {
   const config = loadConfig({ cwd: repo, env: {}, flags: { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo", "@nodefabric/handler-examples"] } });
   const fabric = await startFabric(config, undefined, { plugins: await benchPlugins() });
   try {
+    await noteSqliteDriver(fabric.urls["run-coordinator"]);
     for (let i = 0; i < 200; i++) {
       const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=examples.fanout`);
       if ((await r.body.json()).length > 0) break;
