@@ -3,9 +3,10 @@
  *
  *   node test/bench/cpu-profile.mjs atomic-throughput-pg [--rounds 1] [--top 40]
  *
- * Runs `test/bench/run.mjs --only <scenario>` under `node --cpu-prof` (the floor runs too, in the same process, so
- * its share shows beside the fabric's), then reads the profile and prints self time by function and by package.
- * The .cpuprofile file stays in the directory printed last; open it in Chrome DevTools for the call tree.
+ * Runs `test/bench/run.mjs --only <scenario>` under `node --cpu-prof`. Every round, the floor's and the fabric's,
+ * runs in a process of its own that inherits the flag, so each leaves its own profile; this reads each and prints
+ * self time by function and by package. The .cpuprofile files stay in the directory printed last; open one in Chrome
+ * DevTools for the call tree. Services the split scenarios start as processes of their own are not profiled.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
