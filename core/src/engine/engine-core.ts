@@ -396,22 +396,41 @@ export class EngineCore {
 
   /** Cancels every open descendant of a NodeRun that is ending, into `batch`; returns those that were in flight. */
   async endDescendants(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord): Promise<NodeRunRecord[]> {
-    const all = await this.store.listNodeRuns(run.run_id);
-    const children = new Map<string, NodeRunRecord[]>();
-    for (const n of all) {
-      if (!n.parent_node_run_id) continue;
-      let list = children.get(n.parent_node_run_id);
-      if (!list) children.set(n.parent_node_run_id, (list = []));
-      list.push(n);
-    }
-    const open: NodeRunRecord[] = [];
-    const walk = (id: string) => {
-      for (const c of children.get(id) ?? []) {
-        if (!isTerminal(c.state)) open.push(c);
-        walk(c.node_run_id);
+    // Only the open NodeRuns of the run are read (a fan-out's composite ends with thousands of ended children): each
+    // is a descendant when its chain of parents reaches `nr`. A parent that is not open itself (it ended and its
+    // own end should have canceled this one) is read on its own, so the answer never rests on that.
+    const candidates = this.store.listOpenNodeRuns
+      ? await this.store.listOpenNodeRuns(run.run_id)
+      : (await this.store.listNodeRuns(run.run_id)).filter((n) => !isTerminal(n.state));
+    const parentOf = new Map<string, string | null>();
+    for (const n of candidates) parentOf.set(n.node_run_id, n.parent_node_run_id);
+    const verdict = new Map<string, boolean>([[nr.node_run_id, true]]);
+    const descends = async (id: string): Promise<boolean> => {
+      const chain: string[] = [];
+      let at: string | null | undefined = id;
+      let found = false;
+      while (at) {
+        const known = verdict.get(at);
+        if (known !== undefined) {
+          found = known;
+          break;
+        }
+        chain.push(at);
+        let parent = parentOf.get(at);
+        if (parent === undefined) {
+          parent = (await this.store.getNodeRun(at))?.parent_node_run_id ?? null;
+          parentOf.set(at, parent);
+        }
+        at = parent;
       }
+      for (const c of chain) verdict.set(c, found);
+      return found;
     };
-    walk(nr.node_run_id);
+    const open: NodeRunRecord[] = [];
+    for (const c of candidates) {
+      if (c.node_run_id === nr.node_run_id || isTerminal(c.state)) continue;
+      if (c.parent_node_run_id && (await descends(c.parent_node_run_id))) open.push(c);
+    }
     await this.closeApprovals(batch, open);
     const inFlight: NodeRunRecord[] = [];
     for (const c of open.sort((a, b) => b.depth - a.depth)) {

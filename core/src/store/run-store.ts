@@ -149,6 +149,11 @@ export interface RunStore {
   getNodeRun(nodeRunId: string): Promise<NodeRunRecord | undefined>;
   /** Every NodeRun of a run, oldest first. */
   listNodeRuns(runId: string): Promise<NodeRunRecord[]>;
+  /**
+   * The NodeRuns of a run not yet terminal, oldest first. Optional: without it the engine filters `listNodeRuns`,
+   * which reads (and parses) every NodeRun of the run — 10,000 of them when a fan-out's composite ends.
+   */
+  listOpenNodeRuns?(runId: string): Promise<NodeRunRecord[]>;
   findChild(runId: string, parentNodeRunId: string, idempotencyKey: string): Promise<NodeRunRecord | undefined>;
 
   /** Events of a run with seq > afterSeq, in seq order, at most `limit`. */

@@ -265,6 +265,9 @@ function prepareAll(db: SqliteDatabase) {
     nodeRunsOfRun: db.prepare(
       `SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE run_id = ? ORDER BY created_at, node_run_id`,
     ),
+    openNodeRunsOfRun: db.prepare(
+      `SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE run_id = ? AND ${OPEN_NODE_RUN} ORDER BY created_at, node_run_id`,
+    ),
     findChild: db.prepare(
       `SELECT ${NODE_RUN_COLUMNS} FROM node_runs
        WHERE run_id = ? AND parent_node_run_id = ? AND idempotency_key = ?`,
@@ -553,6 +556,11 @@ export class SqliteRunStore implements RunStore {
   /** Every NodeRun of a run, oldest first. */
   async listNodeRuns(runId: string): Promise<NodeRunRecord[]> {
     return (this.stmt.nodeRunsOfRun.all(runId) as NodeRunRow[]).map(toNodeRun);
+  }
+
+  /** The NodeRuns of a run not yet terminal, oldest first: the rows are filtered in SQLite, never parsed. */
+  async listOpenNodeRuns(runId: string): Promise<NodeRunRecord[]> {
+    return (this.stmt.openNodeRunsOfRun.all(runId) as NodeRunRow[]).map(toNodeRun);
   }
 
   /** The child of a parent with this idempotency key, or undefined. */
