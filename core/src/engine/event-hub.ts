@@ -1,13 +1,25 @@
 /**
- * Fans committed events out to live followers in memory. Each event is serialised once, however many follow it,
+ * Fans committed events out to live followers in memory. Each event is serialised at most once, however many follow it,
  * and followers never query the store for live events.
  */
 import type { RunEvent } from "@nodefabric/schemas";
 
-/** A committed event with its NDJSON line, encoded once. */
+/** A committed event with its NDJSON line, encoded once, when a follower first writes it. */
 export interface HubEvent {
-  event: RunEvent;
-  line: string;
+  readonly event: RunEvent;
+  readonly line: string;
+}
+
+/**
+ * The line is encoded on first use: most followers write only some events (a composite's stream asks for two types
+ * of a fan-out's seven events per child), and `Prefer: wait` writes none.
+ */
+class CommittedEvent implements HubEvent {
+  private encoded?: string;
+  constructor(readonly event: RunEvent) {}
+  get line(): string {
+    return (this.encoded ??= `${JSON.stringify(this.event)}\n`);
+  }
 }
 
 export type HubListener = (e: HubEvent) => void;
@@ -37,7 +49,7 @@ export class EventHub {
     for (const event of events) {
       const set = this.byRun.get(event.run_id);
       if (!set || set.size === 0) continue;
-      const e: HubEvent = { event, line: `${JSON.stringify(event)}\n` };
+      const e: HubEvent = new CommittedEvent(event);
       for (const l of [...set]) l(e);
     }
   }

@@ -60,11 +60,12 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
     unsubscribe();
     raw.end();
   };
-  const consider = (e: RunEvent, line?: string) => {
+  // A live event's line comes from the hub, encoded only when some stream writes it.
+  const consider = (e: RunEvent, hub?: HubEvent) => {
     if (done || e.seq <= last) return;
     last = e.seq;
     const covered = filter ? filter.covers(e) : true;
-    if (covered && e.seq > o.afterSeq && (!o.types || o.types.has(e.type))) raw.write(line ?? `${JSON.stringify(e)}\n`);
+    if (covered && e.seq > o.afterSeq && (!o.types || o.types.has(e.type))) raw.write(hub ? hub.line : `${JSON.stringify(e)}\n`);
     if (filter ? filter.ends(e) : e.type === "run_completed") finish();
   };
 
@@ -85,7 +86,7 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
           continue;
         }
         pending.shift();
-        consider(next.event, next.line);
+        consider(next.event, next);
       }
     } catch (err) {
       req.log.error({ err, ...runLogFields(o.runId, o.nodeRunId) }, "reading missed events failed");
@@ -97,7 +98,7 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
   const onLive = (e: HubEvent) => {
     if (done || e.event.seq <= last) return;
     if (!filling && pending.length === 0 && e.event.seq === last + 1) {
-      consider(e.event, e.line);
+      consider(e.event, e);
       return;
     }
     pending.push(e);
