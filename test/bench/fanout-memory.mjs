@@ -31,6 +31,8 @@ const { values: args } = parseArgs({
     top: { type: "string", default: "40" },
     // Sample the allocations that reach V8's old space (those that die in a major GC included) during the run.
     "alloc-profile": { type: "boolean", default: false },
+    // Print RSS and V8's heap every 100 ms of the run (to stderr).
+    timeline: { type: "boolean", default: false },
     // Only print the summary of a snapshot written before.
     analyze: { type: "string" },
   },
@@ -48,8 +50,15 @@ let peak = 0;
 /** process.memoryUsage() at the highest sample: how much of the peak was V8's heap, and how much native memory. */
 let atPeak;
 let snapshotFile;
+let t0 = 0;
+let lastLine = 0;
 function sample() {
   const rss = process.memoryUsage.rss();
+  if (args.timeline && performance.now() - lastLine >= 100) {
+    lastLine = performance.now();
+    const m = process.memoryUsage();
+    console.error(`${((lastLine - t0) / 1000).toFixed(1).padStart(5)} s  rss ${mb(m.rss)}  heap ${mb(m.heapUsed)}/${mb(m.heapTotal)}  external ${mb(m.external)}`);
+  }
   if (rss > peak) {
     peak = rss;
     const m = process.memoryUsage();
@@ -86,7 +95,7 @@ try {
   const startRss = process.memoryUsage.rss();
   const timer = setInterval(sample, 25);
   const pool = new Pool(new URL(fabric.urls["run-gateway"]).origin, { connections: 1 });
-  const t0 = performance.now();
+  t0 = performance.now();
   const res = await pool.request({ method: "POST", path: "/v1/runs", headers: { "content-type": "application/json", prefer: "wait=60" }, body });
   const text = await res.body.text();
   const seconds = (performance.now() - t0) / 1000;
