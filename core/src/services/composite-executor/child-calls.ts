@@ -1,7 +1,7 @@
 /**
  * The children of one composite NodeRun: every `ctx.call`/`ctx.spawn` gets the next call index and with it the
  * deterministic idempotency key `<node_run_id>:<index>`; the calls of one tick go out as one `POST /v1/node-runs`
- * (chunked), and each child resolves when the composite's event stream reports its `node_run_completed`.
+ * (chunked, one chunk after another), and each child resolves when the composite's event stream reports its `node_run_completed`.
  *
  * Replay needs nothing more: after a crash the same code makes the same calls with the same keys, the coordinator
  * answers with the children that already exist, and the stream (replayed from its start) ends those that finished.
@@ -29,14 +29,67 @@ export interface ChildRequest {
   spec: NodeRunCreateSpec;
 }
 
-interface Pending {
-  spec: NodeRunCreateSpec;
-  ref: NodeTypeRef;
+const noop = () => undefined;
+
+/**
+ * One call, from `spawn` until its child ends: the ChildRun the composite holds, and what the create needs. It is
+ * kept for every child in flight (10,000 of them in a fan-out), so it is one object with one promise: the
+ * `node_run_id` promise is made only when the composite reads it, which `ctx.call` never does.
+ */
+class Call implements ChildRun {
+  spec!: NodeRunCreateSpec;
   /** JSON length of the spec, to keep each request under the coordinator's body limit. */
-  bytes: number;
-  resolveId(id: string): void;
-  resolve(outputs: JsonObject): void;
-  reject(err: unknown): void;
+  bytes = 0;
+  readonly result: Promise<JsonObject>;
+  private resolveResult!: (outputs: JsonObject) => void;
+  private rejectResult!: (err: unknown) => void;
+  /** The child's id once created, or why it never will be: whichever came first. */
+  private idState: "pending" | "created" | "failed" = "pending";
+  private idValue: unknown;
+  private idPromise?: Promise<string>;
+  private idWaiter?: { resolve(id: string): void; reject(err: unknown): void };
+
+  constructor(readonly node_type_ref: NodeTypeRef) {
+    this.result = new Promise<JsonObject>((resolve, reject) => {
+      this.resolveResult = resolve;
+      this.rejectResult = reject;
+    });
+    // A composite may never await a child (or stop awaiting once one fails); that must not crash the executor.
+    this.result.catch(noop);
+  }
+
+  get node_run_id(): Promise<string> {
+    if (!this.idPromise) {
+      if (this.idState === "created") this.idPromise = Promise.resolve(this.idValue as string);
+      else if (this.idState === "failed") this.idPromise = Promise.reject(this.idValue);
+      else this.idPromise = new Promise<string>((resolve, reject) => (this.idWaiter = { resolve, reject }));
+      this.idPromise.catch(noop);
+    }
+    return this.idPromise;
+  }
+
+  resolveId(id: string): void {
+    if (this.idState !== "pending") return;
+    this.idState = "created";
+    this.idValue = id;
+    this.idWaiter?.resolve(id);
+    this.idWaiter = undefined;
+  }
+
+  resolve(outputs: JsonObject): void {
+    this.resolveResult(outputs);
+  }
+
+  /** Rejects the result, and the id too unless the child was created. */
+  reject(err: unknown): void {
+    if (this.idState === "pending") {
+      this.idState = "failed";
+      this.idValue = err;
+      this.idWaiter?.reject(err);
+      this.idWaiter = undefined;
+    }
+    this.rejectResult(err);
+  }
 }
 
 export interface ChildCallsOptions {
@@ -68,8 +121,6 @@ const SPLITTABLE = new Set([
   "unknown_node_type",
   "payload_too_large",
 ]);
-
-const noop = () => undefined;
 
 function isPlainObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -107,16 +158,23 @@ export function pause(ms: number, signal?: AbortSignal): Promise<void> {
 /** Creates and tracks the children of one composite NodeRun. */
 export class ChildCalls {
   private nextIndex = 0;
-  private queue: Pending[] = [];
+  private queue: Call[] = [];
   private flushScheduled = false;
   /** Children created and still open, by id. */
-  private readonly waiting = new Map<string, Pending>();
+  private readonly waiting = new Map<string, Call>();
   /** Direct children the stream reported created and not yet ended. */
   private readonly open = new Set<string>();
   /** Ends of direct children whose create has not answered yet (always so in a replay). */
   private readonly early = new Map<string, ChildEnd>();
-  private readonly requests = new Map<string, ChildRequest>();
+  /** The spec of every child this composite created, by id (what `retry` and `remap` repeat). */
+  private readonly specs = new Map<string, NodeRunCreateSpec>();
   private failure?: HandlerError;
+  /**
+   * The creates under way, one request after another: the coordinator takes a run's creates one at a time anyway,
+   * and ten requests of 1,000 specs sent together only wait there, each holding its specs, and then its answer of
+   * 1,000 NodeRuns, in memory on both sides.
+   */
+  private sending: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: ChildCallsOptions) {}
 
@@ -127,43 +185,25 @@ export class ChildCalls {
 
   /** What was asked of a child this composite created, if it did. */
   request(nodeRunId: string): ChildRequest | undefined {
-    return this.requests.get(nodeRunId);
+    const spec = this.specs.get(nodeRunId);
+    return spec && { node_type_ref: spec.node_type_ref, inputs: spec.inputs as JsonObject, spec };
   }
 
   /** Starts a child; its create goes out with the other calls of this tick. */
   spawn(ref: NodeTypeRef, inputs: JsonObject, options: CallOptions = {}, extra: { index?: number; extensions?: Record<string, unknown>; base?: NodeRunCreateSpec } = {}): ChildRun {
     const index = extra.index ?? this.reserveIndex();
-    let resolveId!: (id: string) => void;
-    let rejectId!: (err: unknown) => void;
-    const idPromise = new Promise<string>((res, rej) => {
-      resolveId = res;
-      rejectId = rej;
-    });
-    let resolve!: (outputs: JsonObject) => void;
-    let reject!: (err: unknown) => void;
-    const result = new Promise<JsonObject>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    // A composite may never await a child (or stop awaiting once one fails); that must not crash the executor.
-    idPromise.catch(noop);
-    result.catch(noop);
-    const fail = (err: unknown) => {
-      rejectId(err);
-      reject(err);
-    };
     const childRef = isPlainObject(ref) ? { node_type_id: String(ref.node_type_id), version: String(ref.version) } : (ref as NodeTypeRef);
-    const run: ChildRun = { node_run_id: idPromise, node_type_ref: childRef, result };
+    const run = new Call(childRef);
     if (!isPlainObject(ref) || typeof ref.node_type_id !== "string" || typeof ref.version !== "string") {
-      fail(new HandlerError("invalid_request", "ctx.call needs a node type ref { node_type_id, version }"));
+      run.reject(new HandlerError("invalid_request", "ctx.call needs a node type ref { node_type_id, version }"));
       return run;
     }
     if (!isPlainObject(inputs)) {
-      fail(new HandlerError("invalid_request", `the inputs of a call to ${ref.node_type_id} must be a JSON object`));
+      run.reject(new HandlerError("invalid_request", `the inputs of a call to ${ref.node_type_id} must be a JSON object`));
       return run;
     }
     if (this.failure || this.o.signal.aborted) {
-      fail(this.failure ?? new HandlerError("canceled", "the composite was canceled"));
+      run.reject(this.failure ?? new HandlerError("canceled", "the composite was canceled"));
       return run;
     }
     const spec: NodeRunCreateSpec = { ...(extra.base ?? {}), node_type_ref: childRef, inputs, idempotency_key: `${this.o.parentId}:${index}` };
@@ -179,10 +219,12 @@ export class ChildCalls {
     try {
       bytes = JSON.stringify(spec).length;
     } catch (err) {
-      fail(new HandlerError("invalid_request", `the inputs of a call to ${ref.node_type_id} are not JSON: ${(err as Error).message}`));
+      run.reject(new HandlerError("invalid_request", `the inputs of a call to ${ref.node_type_id} are not JSON: ${(err as Error).message}`));
       return run;
     }
-    this.queue.push({ spec, ref: childRef, bytes, resolveId, resolve, reject: fail });
+    run.spec = spec;
+    run.bytes = bytes;
+    this.queue.push(run);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => this.flush());
@@ -222,14 +264,14 @@ export class ChildCalls {
     this.early.clear();
   }
 
-  private settle(p: Pending, id: string, end: ChildEnd): void {
+  private settle(p: Call, id: string, end: ChildEnd): void {
     if (end.state === "completed") {
       p.resolve(end.outputs ?? {});
       return;
     }
     const state = end.state === "canceled" ? "canceled" : "failed";
     const error = end.error ?? { code: state === "canceled" ? "canceled" : "handler_error", message: `the child ${state}` };
-    p.reject(new ChildFailedError({ node_run_id: id, node_type_ref: p.ref, error, state }));
+    p.reject(new ChildFailedError({ node_run_id: id, node_type_ref: p.node_type_ref, error, state }));
   }
 
   private flush(): void {
@@ -237,21 +279,27 @@ export class ChildCalls {
     const batch = this.queue;
     this.queue = [];
     if (batch.length === 0) return;
-    let chunk: Pending[] = [];
+    let chunk: Call[] = [];
     let bytes = 0;
     for (const p of batch) {
       if (chunk.length > 0 && (chunk.length >= MAX_SPECS_PER_REQUEST || bytes + p.bytes > MAX_BYTES_PER_REQUEST)) {
-        void this.send(chunk);
+        this.sendInTurn(chunk);
         chunk = [];
         bytes = 0;
       }
       chunk.push(p);
       bytes += p.bytes;
     }
-    void this.send(chunk);
+    this.sendInTurn(chunk);
   }
 
-  private async send(items: Pending[]): Promise<void> {
+  /** Sends a request once those before it have been answered. */
+  private sendInTurn(items: Call[]): void {
+    const send = () => this.send(items);
+    this.sending = this.sending.then(send, send);
+  }
+
+  private async send(items: Call[]): Promise<void> {
     let created: NodeRun[];
     try {
       created = await this.create(items.map((p) => p.spec));
@@ -279,7 +327,7 @@ export class ChildCalls {
         continue;
       }
       const id = nr.node_run_id;
-      this.requests.set(id, { node_type_ref: p.ref, inputs: p.spec.inputs as JsonObject, spec: p.spec });
+      this.specs.set(id, p.spec);
       p.resolveId(id);
       if (this.failure) {
         p.reject(this.failure);
