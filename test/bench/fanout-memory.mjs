@@ -62,11 +62,22 @@ function sample() {
   if (rss > peak) {
     peak = rss;
     const m = process.memoryUsage();
-    atPeak = { heap_total_mb: mb(m.heapTotal), heap_used_mb: mb(m.heapUsed), external_mb: mb(m.external), array_buffers_mb: mb(m.arrayBuffers) };
+    atPeak = { heap_total_mb: mb(m.heapTotal), heap_used_mb: mb(m.heapUsed), external_mb: mb(m.external), array_buffers_mb: mb(m.arrayBuffers), ...rssParts() };
   }
   if (args["heap-snapshot"] && !snapshotFile && rss > THRESHOLD) {
     snapshotFile = v8.writeHeapSnapshot(path.join(os.tmpdir(), `fanout-${N}-${process.pid}.heapsnapshot`));
     console.error(`heap snapshot at ${mb(rss)} MB RSS: ${snapshotFile}`);
+  }
+}
+
+/** Linux: the anonymous, file-backed and shared parts of RSS, from /proc/self/status. */
+function rssParts() {
+  try {
+    const status = readFileSync("/proc/self/status", "utf8");
+    const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
+    return { rss_anon_mb: Math.round(kb("RssAnon") / 1024), rss_file_mb: Math.round(kb("RssFile") / 1024), rss_shmem_mb: Math.round(kb("RssShmem") / 1024) };
+  } catch {
+    return {};
   }
 }
 
@@ -93,6 +104,7 @@ try {
     await session.post("HeapProfiler.startSampling", { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: false });
   }
   const startRss = process.memoryUsage.rss();
+  const startParts = { heap_total_mb: mb(process.memoryUsage().heapTotal), heap_used_mb: mb(process.memoryUsage().heapUsed), ...rssParts() };
   const timer = setInterval(sample, 25);
   const pool = new Pool(new URL(fabric.urls["run-gateway"]).origin, { connections: 1 });
   t0 = performance.now();
@@ -117,6 +129,7 @@ try {
     state: run.state,
     seconds: +seconds.toFixed(3),
     start_rss_mb: mb(startRss),
+    start: startParts,
     peak_rss_mb: mb(peak),
     max_rss_mb: mb(process.resourceUsage().maxRSS * 1024),
     at_peak: atPeak,
@@ -186,7 +199,7 @@ function summarize(file, top) {
     g.count++;
     g.size += size;
     if (type === "string") {
-      const prefix = JSON.stringify(name.slice(0, 60).replace(/\d+/g, "#"));
+      const prefix = JSON.stringify(name.slice(0, 60).replace(/[0-9a-z]{16,}/g, "~").replace(/\d+/g, "#"));
       const s = stringGroups.get(prefix) ?? stringGroups.set(prefix, { count: 0, size: 0 }).get(prefix);
       s.count++;
       s.size += size;
@@ -199,7 +212,31 @@ function summarize(file, top) {
       console.log(`${(g.size / 1048576).toFixed(1).padStart(7)} ${String(g.count).padStart(9)}  ${key}`);
     }
   };
+  // Plain objects grouped by their first property names: tells a NodeRun from a spec from an event.
+  const efields = meta.edge_fields;
+  const ewidth = efields.length;
+  const ETYPE = efields.indexOf("type");
+  const ENAME = efields.indexOf("name_or_index");
+  const ECOUNT = fields.indexOf("edge_count");
+  const edgeTypes = meta.edge_types[ETYPE];
+  const shapes = new Map();
+  for (let i = 0, e = 0; i < nodes.length; i += width) {
+    const count = nodes[i + ECOUNT];
+    if (types[nodes[i + TYPE]] === "object" && strings[nodes[i + NAME]] === "Object") {
+      const names = [];
+      for (let k = 0; k < count && names.length < 4; k++) {
+        const at = (e + k) * ewidth;
+        if (edgeTypes[snap.edges[at + ETYPE]] === "property") names.push(strings[snap.edges[at + ENAME]]);
+      }
+      const key = `{${names.join(",")}}`;
+      const g = shapes.get(key) ?? shapes.set(key, { count: 0, size: 0 }).get(key);
+      g.count++;
+      g.size += nodes[i + SIZE];
+    }
+    e += count;
+  }
   console.log(`\nheap snapshot ${file}: ${(total / 1048576).toFixed(1)} MB of objects`);
   print("largest groups by self size (type, constructor/name)", groups);
-  print("largest strings by self size (first 60 characters, digits as #)", stringGroups);
+  print("plain objects by their first properties (self size)", shapes);
+  print("largest strings by self size (first 60 characters, digits as #, ids as ~)", stringGroups);
 }
