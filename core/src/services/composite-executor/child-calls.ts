@@ -54,8 +54,6 @@ class Call implements ChildRun {
       this.resolveResult = resolve;
       this.rejectResult = reject;
     });
-    // A composite may never await a child (or stop awaiting once one fails); that must not crash the executor.
-    this.result.catch(noop);
   }
 
   get node_run_id(): Promise<string> {
@@ -89,6 +87,10 @@ class Call implements ChildRun {
       this.idWaiter = undefined;
     }
     this.rejectResult(err);
+    // A composite may never await a child (or stop awaiting once one fails); that must not crash the executor. The
+    // handler goes on in the same turn as the rejection, so no unhandled rejection is reported, and a child that
+    // completes never needs one.
+    this.result.catch(noop);
   }
 }
 
