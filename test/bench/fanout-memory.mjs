@@ -166,6 +166,17 @@ function allocations(profile, top) {
     for (const c of node.children) walk(c, [here, ...stack].slice(0, 40));
   };
   walk(profile.head, []);
+  // Who calls the builtins that allocate (Map#set, Array#push…): their nearest caller with a source location.
+  const callers = new Map();
+  const walkCallers = (node, caller) => {
+    const here = where(node.callFrame);
+    if (node.selfSize > 0 && node.callFrame.url === "" && caller) {
+      const key = `${node.callFrame.functionName || "(anonymous)"} <- ${caller}`;
+      callers.set(key, (callers.get(key) ?? 0) + node.selfSize);
+    }
+    for (const c of node.children) walkCallers(c, node.callFrame.url === "" ? caller : here);
+  };
+  walkCallers(profile.head, undefined);
   const print = (title, map) => {
     console.log(`\n${title}`);
     for (const [k, v] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${(v / 1048576).toFixed(1).padStart(7)} MB  ${k}`);
@@ -173,6 +184,7 @@ function allocations(profile, top) {
   console.log(`\nsampled allocations reaching old space: ${(total / 1048576).toFixed(1)} MB`);
   print("by allocating function", self);
   print("by innermost NodeFabric function on the stack", ours);
+  print("builtins by their caller", callers);
 }
 
 /** Self size and count per (type, name) of a .heapsnapshot; strings grouped by their first 60 characters. */
