@@ -54,8 +54,28 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
   const pending: HubEvent[] = [];
   let unsubscribe: () => void = () => undefined;
 
+  // Lines go out once per turn, joined: a commit of a fan-out publishes thousands of events at once, and a write per
+  // line kept as many chunks (and their callbacks) queued on the socket while the follower read.
+  let out = "";
+  let flushQueued = false;
+  const flush = () => {
+    flushQueued = false;
+    if (done || out === "") return;
+    const text = out;
+    out = "";
+    raw.write(text);
+  };
+  const send = (line: string) => {
+    out += line;
+    if (!flushQueued) {
+      flushQueued = true;
+      queueMicrotask(flush);
+    }
+  };
   const finish = () => {
     if (done) return;
+    if (out !== "" && !raw.destroyed) raw.write(out);
+    out = "";
     done = true;
     unsubscribe();
     raw.end();
@@ -65,7 +85,7 @@ export async function streamEvents(req: FastifyRequest, reply: FastifyReply, sto
     if (done || e.seq <= last) return;
     last = e.seq;
     const covered = filter ? filter.covers(e) : true;
-    if (covered && e.seq > o.afterSeq && (!o.types || o.types.has(e.type))) raw.write(hub ? hub.line : `${JSON.stringify(e)}\n`);
+    if (covered && e.seq > o.afterSeq && (!o.types || o.types.has(e.type))) send(hub ? hub.line : `${JSON.stringify(e)}\n`);
     if (filter ? filter.ends(e) : e.type === "run_completed") finish();
   };
 
