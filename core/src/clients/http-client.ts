@@ -118,7 +118,8 @@ export class HttpClient {
   /** Headers with the trace context of `span` (or the active one), for the request it covers. */
   private async tracedHeaders(span: Span | undefined, extra: Record<string, string> | undefined, hasBody: boolean): Promise<Record<string, string>> {
     const headers = await this.buildHeaders(extra, hasBody);
-    return span ? injectTraceHeaders(headers, trace.setSpan(context.active(), span)) : headers;
+    // Without a client span (nothing recorded), the active context still goes out: an unsampled trace stays unsampled.
+    return injectTraceHeaders(headers, span ? trace.setSpan(context.active(), span) : context.active());
   }
 
   /** Sends a request and returns status, headers and parsed JSON body (null when empty); never throws for a status. */

@@ -11,7 +11,7 @@ import { FabricError } from "../http/errors.js";
 import type { ApprovalRecord, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
 import { EventHub } from "./event-hub.js";
 import { publish } from "../observe/channels.js";
-import { ATTR, context, endSpan, inSpan, recording, runTraceContext, SpanKind, tracer, type Context, type Span } from "../observe/tracing.js";
+import { ATTR, context, endSpan, inSpan, recording, runTraceContext, SpanKind, tracer, tracingOn, type Context, type Span } from "../observe/tracing.js";
 import { TickWriter } from "./tick-writer.js";
 import { AssignmentTokens } from "./assignment-tokens.js";
 import { mergeConstraints } from "./constraints.js";
@@ -106,9 +106,11 @@ export class EngineCore {
   /**
    * Opens the span of a NodeRun's attempt (`node_run <node_type_id>`), a child of the call that created it, or else
    * of the run's anchor: so after a restart, in another coordinator, it is still in the run's trace. The span stays
-   * open until the attempt ends (its NodeRun ends, or is retried). Undefined when nothing is recorded.
+   * open until the attempt ends (its NodeRun ends, or is retried). Not sampled, it records nothing but is still the
+   * context of the executor's call, so the decision goes on. Undefined when no SDK is registered.
    */
   openNodeRunSpan(nr: NodeRunRecord, run: RunRecord, endpoint?: string): Span | undefined {
+    if (!tracingOn()) return undefined;
     const parent = this.createdIn.get(nr.node_run_id) ?? runTraceContext(run.run);
     const ref = nr.node_run.node_type_ref;
     const span = tracer.startSpan(`node_run ${ref.node_type_id}`, {
@@ -123,9 +125,10 @@ export class EngineCore {
         ...(endpoint ? { "nodefabric.executor.endpoint": endpoint } : {}),
       },
     }, parent);
-    if (!span.isRecording()) return undefined;
-    this.nodeRunSpans.get(nr.node_run_id)?.end();
-    this.nodeRunSpans.set(nr.node_run_id, span);
+    if (span.isRecording()) {
+      this.nodeRunSpans.get(nr.node_run_id)?.end();
+      this.nodeRunSpans.set(nr.node_run_id, span);
+    }
     return span;
   }
 
@@ -378,7 +381,8 @@ export class EngineCore {
    */
   async endOpenRun(batch: WriteBatch, run: RunRecord, state: "canceled" | "failed", error: FabricErrorBody): Promise<NodeRunRecord[]> {
     const pending = new Map((batch.nodeRuns ?? []).map((n) => [n.node_run_id, n]));
-    const stored = await this.store.listNodeRuns(run.run_id);
+    // Only open ones: one that ended stays ended, whatever `batch` holds for it.
+    const stored = await this.openNodeRuns(run.run_id);
     const storedIds = new Set(stored.map((n) => n.node_run_id));
     const all = stored.map((n) => pending.get(n.node_run_id) ?? n);
     for (const n of pending.values()) if (!storedIds.has(n.node_run_id)) all.push(n);
@@ -394,14 +398,18 @@ export class EngineCore {
     return inFlight;
   }
 
+  /** The open NodeRuns of a run, from the store; one without `listOpenNodeRuns` reads them all and filters. */
+  private async openNodeRuns(runId: string): Promise<NodeRunRecord[]> {
+    if (this.store.listOpenNodeRuns) return this.store.listOpenNodeRuns(runId);
+    return (await this.store.listNodeRuns(runId)).filter((n) => !isTerminal(n.state));
+  }
+
   /** Cancels every open descendant of a NodeRun that is ending, into `batch`; returns those that were in flight. */
   async endDescendants(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord): Promise<NodeRunRecord[]> {
     // Only the open NodeRuns of the run are read (a fan-out's composite ends with thousands of ended children): each
     // is a descendant when its chain of parents reaches `nr`. A parent that is not open itself (it ended and its
     // own end should have canceled this one) is read on its own, so the answer never rests on that.
-    const candidates = this.store.listOpenNodeRuns
-      ? await this.store.listOpenNodeRuns(run.run_id)
-      : (await this.store.listNodeRuns(run.run_id)).filter((n) => !isTerminal(n.state));
+    const candidates = await this.openNodeRuns(run.run_id);
     const parentOf = new Map<string, string | null>();
     for (const n of candidates) parentOf.set(n.node_run_id, n.parent_node_run_id);
     const verdict = new Map<string, boolean>([[nr.node_run_id, true]]);

@@ -187,7 +187,6 @@ export class RunEngine {
     this.dispatcher.wake();
   }
 
-  /** How many NodeRuns are with executors now. */
   /**
    * What waits to be dispatched: NodeRuns ready in the store that no coordinator holds, plus those this one holds
    * without capacity to send yet; and how long the oldest of them has waited, in seconds.
@@ -200,6 +199,7 @@ export class RunEngine {
     return { depth: stored.depth + local.count, oldestAgeSeconds: Math.max(0, now - oldest) / 1000 };
   }
 
+  /** How many NodeRuns are with executors now. */
   inFlightCount(): number {
     return this.dispatcher.inFlightCount();
   }

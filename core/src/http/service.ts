@@ -15,7 +15,7 @@ import { installApiDocs } from "./api-docs.js";
 import { audienceOf } from "./auth-scopes.js";
 import type { ServiceName } from "./service-names.js";
 import { observed } from "../observe/channels.js";
-import { ATTR, context, extractTraceContext, SpanKind, SpanStatusCode, trace, tracer, type Span } from "../observe/tracing.js";
+import { ATTR, context, extractTraceContext, SpanKind, SpanStatusCode, trace, tracer, tracingOn, type Span } from "../observe/tracing.js";
 
 // The service names live in a file of their own, so that the auth files need not import this one (no import loop).
 export { SERVICE_NAMES, type ServiceName } from "./service-names.js";
@@ -135,17 +135,18 @@ function traceRequests(app: FastifyInstance, service: ServiceName): void {
   // Callback style, and first: the rest of the request runs inside `context.with`, so the span is its parent.
   app.addHook("onRequest", (req, _reply, done) => {
     if (observed.httpRequest.hasSubscribers) (req as Traced)[STARTED] = performance.now();
+    if (!tracingOn()) {
+      done();
+      return;
+    }
     const parent = extractTraceContext(req.headers);
     const route = routePattern(req);
     const span = tracer.startSpan(`${req.method} ${route}`, {
       kind: SpanKind.SERVER,
       attributes: { "http.request.method": req.method, "http.route": route, "url.path": req.url.split("?")[0], [ATTR.service]: service },
     }, parent);
-    if (!span.isRecording()) {
-      done();
-      return;
-    }
-    (req as Traced)[SPAN] = span;
+    // Active even when not sampled: the caller's decision goes on to every span and call the request makes.
+    if (span.isRecording()) (req as Traced)[SPAN] = span;
     context.with(trace.setSpan(parent, span), done);
   });
   app.addHook("onResponse", (req, reply, done) => {

@@ -8,7 +8,9 @@
  */
 import {
   context,
+  INVALID_SPAN_CONTEXT,
   propagation,
+  ProxyTracer,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
@@ -33,18 +35,33 @@ export { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, typ
  * one process, with other settings). Without an SDK the lookup returns the API's no-op at once.
  */
 export const tracer: Pick<Tracer, "startSpan"> = {
-  startSpan: (name, options, ctx) => currentTracer().startSpan(name, options, ctx),
+  startSpan: (name, options, ctx) => currentTracer().tracer.startSpan(name, options, ctx),
 };
 
-let held: { provider: unknown; tracer: Tracer } | undefined;
+let held: { provider: unknown; tracer: Tracer; on: boolean } | undefined;
 
 /** The tracer of the SDK registered now: looked up again only when another SDK (or none) was registered since. */
-function currentTracer(): Tracer {
+function currentTracer(): { tracer: Tracer; on: boolean } {
   const global = trace.getTracerProvider() as TracerProvider & { getDelegate?: () => TracerProvider };
   const provider = global.getDelegate?.() ?? global;
-  if (held?.provider !== provider) held = { provider, tracer: trace.getTracer("@nodefabric/core", SERVICE_VERSION) };
-  return held.tracer;
+  if (held?.provider !== provider) {
+    const t = trace.getTracer("@nodefabric/core", SERVICE_VERSION);
+    // With no SDK the API hands out its proxy, which records nothing until one is registered.
+    held = { provider, tracer: t, on: !(t instanceof ProxyTracer) };
+  }
+  return held;
 }
+
+/**
+ * Whether an SDK is registered in this process. Without one no span is ever recorded, so the places that build a
+ * span on every request or NodeRun (its name, its attributes) skip it altogether.
+ */
+export function tracingOn(): boolean {
+  return currentTracer().on;
+}
+
+/** What `inSpan` hands its function when nothing is traced: a span that records nothing and names no trace. */
+const UNTRACED: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 /** Attribute names shared by every NodeFabric span. */
 export const ATTR = {
@@ -101,15 +118,18 @@ export function activeTraceFields(): { trace_id?: string; span_id?: string } {
 
 /** Ends a span, recording a failure as its status (and the error code as an attribute). */
 export function endSpan(span: Span, failure?: { code?: string; message?: string } | Error | unknown): void {
-  if (failure !== undefined && failure !== null) {
-    const f = failure as { code?: unknown; message?: unknown };
-    const code = typeof f.code === "string" ? f.code : undefined;
-    const message = typeof f.message === "string" ? f.message : String(failure);
-    if (code) span.setAttribute(ATTR.errorCode, code);
-    if (failure instanceof Error) span.recordException(failure);
-    span.setStatus({ code: SpanStatusCode.ERROR, message });
-  }
+  if (failure !== undefined && failure !== null) recordFailure(span, failure);
   span.end();
+}
+
+/** Records a failure on a span: its status, its message, the error code as an attribute, and the exception. */
+export function recordFailure(span: Span, failure: { code?: string; message?: string } | Error | unknown): void {
+  const f = failure as { code?: unknown; message?: unknown };
+  const code = typeof f.code === "string" ? f.code : undefined;
+  const message = typeof f.message === "string" ? f.message : String(failure);
+  if (code) span.setAttribute(ATTR.errorCode, code);
+  if (failure instanceof Error) span.recordException(failure);
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
 }
 
 /**
@@ -117,9 +137,11 @@ export function endSpan(span: Span, failure?: { code?: string; message?: string 
  * throw is recorded on the span and thrown on. With no SDK the span records nothing and `fn` runs as it would.
  */
 export async function inSpan<T>(name: string, options: { kind?: SpanKind; attributes?: Attributes; parent?: Context; links?: Link[] }, fn: (span: Span) => Promise<T>): Promise<T> {
+  if (!tracingOn()) return fn(UNTRACED);
   const parent = options.parent ?? context.active();
   const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent);
-  if (!span.isRecording()) return fn(span);
+  // An unsampled span is still made active, so what `fn` starts inherits the decision instead of starting a trace.
+  if (!span.isRecording()) return context.with(trace.setSpan(parent, span), () => fn(span));
   try {
     const out = await context.with(trace.setSpan(parent, span), () => fn(span));
     span.end();
@@ -146,7 +168,9 @@ export function extractTraceContext(headers: Record<string, string | string[] | 
  * context the request carries as `traceparent`. The URL is recorded without its query, which may hold a secret.
  */
 export function traceUpstream(method: string, url: URL | undefined): { headers: Record<string, string>; end(status?: number, error?: unknown): void } | undefined {
-  if (!recording()) return undefined;
+  if (!tracingOn()) return undefined;
+  // Not sampled: no span, but the upstream is told the trace and that it is not sampled.
+  if (!recording()) return { headers: injectTraceHeaders({}), end: () => undefined };
   const span = tracer.startSpan(method, {
     kind: SpanKind.CLIENT,
     attributes: {

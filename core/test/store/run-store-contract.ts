@@ -575,6 +575,37 @@ export function runStoreContract(name: string, open: () => Promise<RunStoreHarne
       });
     });
 
+    describe("open NodeRuns", () => {
+      it("listOpenNodeRuns answers the open NodeRuns of one run, oldest first, as the last commit left them", async () => {
+        if (!store.listOpenNodeRuns) throw new Error(`${name} gives no listOpenNodeRuns: a composite's end would read every NodeRun of its run`);
+        const run = makeRun({ state: "running" });
+        const other = makeRun({ state: "running" });
+        const root = makeNodeRun({ run_id: run.run_id, node_run_id: run.run.root_node_run_id, state: "running", created_at: T0 });
+        const children = (["queued", "assigned", "running", "completed", "failed", "canceled"] as const).map((state, i) =>
+          makeNodeRun({ run_id: run.run_id, parent_node_run_id: root.node_run_id, state, depth: 1, created_at: T0 + 10 - i }),
+        );
+        const elsewhere = makeNodeRun({ run_id: other.run_id, node_run_id: other.run.root_node_run_id, state: "running" });
+        await store.apply({ runs: [run, other], nodeRuns: [root, ...children, elsewhere] });
+        const open = async () => (await store.listOpenNodeRuns!(run.run_id)).map((n) => [n.node_run_id, n.state]);
+        // Oldest first: the running child was created before the assigned one, which was created before the queued one.
+        expect(await open()).toEqual([
+          [root.node_run_id, "running"],
+          [children[2].node_run_id, "running"],
+          [children[1].node_run_id, "assigned"],
+          [children[0].node_run_id, "queued"],
+        ]);
+        // A child that ends leaves the answer with the commit that ends it; the records are whole.
+        await store.apply({ nodeRuns: [{ ...children[2], state: "completed", node_run: { ...children[2].node_run, state: "completed" } }] });
+        expect(await open()).toEqual([
+          [root.node_run_id, "running"],
+          [children[1].node_run_id, "assigned"],
+          [children[0].node_run_id, "queued"],
+        ]);
+        expect((await store.listOpenNodeRuns!(run.run_id))[1]).toEqual(await store.getNodeRun(children[1].node_run_id));
+        expect(await store.listOpenNodeRuns!("run_unknown")).toEqual([]);
+      });
+    });
+
     describe("queue statistics", () => {
       const lease = 1_000;
       it("queueStats counts what a claim would take now, and the earliest available_at among it", async () => {

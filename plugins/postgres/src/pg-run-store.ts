@@ -435,6 +435,15 @@ export class PgRunStore implements RunStore, SharedRunStore {
     return rows.map(toNodeRun);
   }
 
+  /** The NodeRuns of a run not yet terminal, oldest first: filtered by the database, the ended ones never sent. */
+  async listOpenNodeRuns(runId: string): Promise<NodeRunRecord[]> {
+    const { rows } = await this.pool.query<NodeRunRow>(
+      `SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE run_id = $1 AND ${OPEN_NODE_RUN} ORDER BY created_at, node_run_id`,
+      [runId],
+    );
+    return rows.map(toNodeRun);
+  }
+
   async findChild(runId: string, parentNodeRunId: string, idempotencyKey: string): Promise<NodeRunRecord | undefined> {
     const { rows } = await this.pool.query<NodeRunRow>(
       `SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE run_id = $1 AND parent_node_run_id = $2 AND idempotency_key = $3`,

@@ -163,6 +163,16 @@ describe("tracing in one process", () => {
     expect(headers[1]).toMatch(new RegExp(`^00-${named.trace_id}-`));
     headers.splice(1, 1);
 
+    // A caller that does not sample its trace: the run joins it unsampled, and so does every later span of the run
+    // (the decision is kept with the Run), down to the upstream, which is told so; nothing of it is exported.
+    const unsampled = "5b8efff798038103d269b633813fc60c";
+    const skipped = (await run(gw, upstreamUrl, { traceparent: `00-${unsampled}-eee19b7ec3c1b174-00` })) as { state: string; run_context: { trace: { trace_id: string } }; extensions: Record<string, unknown> };
+    expect(skipped.state).toBe("completed");
+    expect(skipped.run_context.trace.trace_id).toBe(unsampled);
+    expect(skipped.extensions["nodefabric.trace_unsampled"]).toBe(true);
+    expect(headers[1]).toMatch(new RegExp(`^00-${unsampled}-[0-9a-f]{16}-00$`));
+    headers.splice(1, 1);
+
     // ctx.request (undici) carries the trace as ctx.fetch does.
     const second = await run(gw, upstreamUrl, {}, "t.request");
     expect(second.state).toBe("completed");
@@ -173,6 +183,8 @@ describe("tracing in one process", () => {
     const call2 = spans2.find((s) => s.traceId === traceId2 && s.name === "GET" && s.parentSpanId === handler2.spanId)!;
     expect(call2.attributes["http.response.status_code"]).toBe(200);
     expect(headers[1]).toBe(`00-${traceId2}-${call2.spanId}-01`);
+    // Exported after the unsampled run: had any span of it been recorded, it would be here by now.
+    expect(receiver.spans.filter((s) => s.traceId === unsampled)).toEqual([]);
   });
 
   it("traces to the new exporter when a fabric is started again in the same process, and records nothing once off", async () => {

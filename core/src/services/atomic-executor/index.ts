@@ -21,7 +21,7 @@ import { ResultCache } from "./result-cache.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
 import { ImplementedNodeTypes } from "./implemented-node-types.js";
-import { ATTR, inSpan, SpanStatusCode, traceUpstream } from "../../observe/tracing.js";
+import { ATTR, inSpan, recordFailure, traceUpstream, tracingOn } from "../../observe/tracing.js";
 import { exposeObservables } from "../../observe/observables.js";
 
 export interface AtomicExecutorOptions extends ServiceSecurityOptions {
@@ -213,15 +213,14 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
           upstreamDispatcher,
           egressDispatcher,
           secretBindings,
-          traceUpstream: span.isRecording() ? traceUpstream : undefined,
+          traceUpstream: tracingOn() ? traceUpstream : undefined,
           onAbandoned: (delta) => {
             abandoned += delta;
           },
         });
         if (span.isRecording()) {
           span.setAttribute(ATTR.state, result.state);
-          if (result.error) span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
-          if (result.error) span.setAttribute(ATTR.errorCode, result.error.code);
+          if (result.error) recordFailure(span, result.error);
         }
         return result;
       });

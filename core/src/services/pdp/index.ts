@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { publish } from "../../observe/channels.js";
-import { ATTR, endSpan, tracer } from "../../observe/tracing.js";
+import { ATTR, endSpan, tracer, tracingOn } from "../../observe/tracing.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { invalidRequest } from "../../http/errors.js";
@@ -54,14 +54,14 @@ function policyCheck(set: LoadedPolicySet, fromFile: boolean, entitiesFile: stri
  */
 function decideObserved(decider: Decider, request: PolicyDecisionRequest): PolicyDecision {
   const started = performance.now();
-  const span = tracer.startSpan(`pdp.decide ${request.action}`, { attributes: { "nodefabric.pdp.action": request.action, [ATTR.runId]: request.run_id, ...(request.node_run_id ? { [ATTR.nodeRunId]: request.node_run_id } : {}) } });
+  const span = tracingOn() ? tracer.startSpan(`pdp.decide ${request.action}`, { attributes: { "nodefabric.pdp.action": request.action, [ATTR.runId]: request.run_id, ...(request.node_run_id ? { [ATTR.nodeRunId]: request.node_run_id } : {}) } }) : undefined;
   let decision: PolicyDecision | undefined;
   try {
     decision = decider.decide(request);
     return decision;
   } finally {
     const outcome = decision?.decision ?? "error";
-    if (span.isRecording()) {
+    if (span?.isRecording()) {
       span.setAttribute("nodefabric.pdp.decision", outcome);
       if (decision?.reason_code) span.setAttribute("nodefabric.pdp.reason_code", decision.reason_code);
       endSpan(span, decision ? undefined : { message: "the decision failed" });
