@@ -1,3 +1,4 @@
+import { copyFileSync } from "node:fs";
 import { defineConfig } from "tsup";
 
 export default defineConfig({
@@ -16,4 +17,7 @@ export default defineConfig({
   clean: true,
   splitting: true,
   shims: false,
+  // The SQLite writer thread's script is loaded from disk by path (new URL("./sqlite-writer.mjs", import.meta.url) in
+  // the chunk that starts it), so it ships as it is, beside the chunks.
+  onSuccess: async () => copyFileSync("src/store/sqlite-writer.mjs", "dist/sqlite-writer.mjs"),
 });

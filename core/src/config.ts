@@ -11,6 +11,7 @@ import { AUTH_MODES, type AuthMode } from "./http/auth-plugin.js";
 import { checkAllowHost, parseCidr } from "./services/atomic-executor/egress-policy.js";
 import { checkSecretHost, secretHostsFromEnv } from "@nodefabric/sdk/runtime";
 import { parseSqliteDriver } from "./store/sqlite-driver.js";
+import { parseSqliteWriter } from "./store/sqlite-writer-thread.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -535,9 +536,11 @@ export function loadConfig(options: LoadConfigOptions = {}): FabricConfig {
   if (config.store !== undefined && config.store.url === undefined) {
     throw new ConfigError("invalid configuration: store needs a url (store.url, FABRIC_STORE_URL or --store), such as postgres://host/db");
   }
-  // The stores read FABRIC_SQLITE_DRIVER when they open; a value they cannot use stops the start here, with the rest.
+  // The stores read FABRIC_SQLITE_DRIVER and FABRIC_SQLITE_WRITER when they open; a value they cannot use stops the
+  // start here, with the rest.
   try {
     parseSqliteDriver((options.env ?? process.env).FABRIC_SQLITE_DRIVER);
+    parseSqliteWriter((options.env ?? process.env).FABRIC_SQLITE_WRITER);
   } catch (err) {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }

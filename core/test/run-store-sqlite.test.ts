@@ -20,15 +20,18 @@ for (const { name, reason } of unavailableSqliteDrivers) {
 }
 
 for (const driver of sqliteDrivers) {
-  runStoreContract(`SQLite (${driver.name})`, async () => {
-    const dir = tempDir();
-    const file = path.join(dir, "runs.db");
-    return {
-      store: openSqliteRunStore({ path: file, ...driver.options }),
-      reopen: async () => openSqliteRunStore({ path: file, ...driver.options }),
-      cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
-    };
-  });
+  // Both places the writes can run: on the store's connection (the default) and on a writer thread's own.
+  for (const writer of ["inline", "thread"] as const) {
+    runStoreContract(`SQLite (${driver.name}, ${writer} writer)`, async () => {
+      const dir = tempDir();
+      const file = path.join(dir, "runs.db");
+      return {
+        store: openSqliteRunStore({ path: file, writer, ...driver.options }),
+        reopen: async () => openSqliteRunStore({ path: file, writer, ...driver.options }),
+        cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
+      };
+    });
+  }
   sqliteFileSuite(driver);
 }
 
@@ -56,7 +59,8 @@ describe(`SqliteRunStore on its file (${driver.name})`, () => {
     const file = newFile();
     const store = open(file);
     const run = makeRun();
-    await store.apply({ runs: [run], events: [makeEvent(run.run_id)] });
+    const other = makeRun();
+    await store.apply({ runs: [run, other], events: [makeEvent(run.run_id), makeEvent(other.run_id), makeEvent(run.run_id, { type: "node_run_completed" })] });
     expect(fs.existsSync(file)).toBe(true);
 
     const peek = openSqliteDatabase(file, driver.options);
@@ -65,9 +69,12 @@ describe(`SqliteRunStore on its file (${driver.name})`, () => {
       expect(peek.pragma("user_version", { simple: true })).toBe(1);
       const tables = peek.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).pluck().all();
       expect(tables).toEqual(["approvals", "events", "node_runs", "runs"]);
-      // The whole event is stored as JSON, seq included, so reads need no re-assembly.
-      const doc = peek.prepare(`SELECT doc FROM events WHERE run_id = ?`).pluck().get(run.run_id) as string;
-      expect(JSON.parse(doc)).toEqual({ ...makeEvent(run.run_id), seq: 0 });
+      // One row per run and batch holds its events as a JSON array, seq included, so reads need no re-assembly.
+      const rows = peek.prepare(`SELECT run_id, seq, last_seq, type, doc FROM events ORDER BY id`).all() as Array<{ run_id: string; seq: number; last_seq: number; type: string; doc: string }>;
+      expect(rows.map(({ doc, ...row }) => ({ ...row, doc: JSON.parse(doc) }))).toEqual([
+        { run_id: run.run_id, seq: 0, last_seq: 1, type: "node_run_started", doc: [{ ...makeEvent(run.run_id), seq: 0 }, { ...makeEvent(run.run_id, { type: "node_run_completed" }), seq: 1 }] },
+        { run_id: other.run_id, seq: 0, last_seq: 0, type: "node_run_started", doc: [{ ...makeEvent(other.run_id), seq: 0 }] },
+      ]);
     } finally {
       peek.close();
     }
@@ -96,6 +103,68 @@ describe(`SqliteRunStore on its file (${driver.name})`, () => {
     await expect(store.apply({ runs: [run], nodeRuns: [orphan] })).rejects.toThrow(/FOREIGN KEY/);
     expect(await store.getRun(run.run_id)).toBeUndefined();
     expect(await store.getNodeRun(orphan.node_run_id)).toBeUndefined();
+  });
+
+  it("reads a file written one row per event (before events were grouped), and carries on its seqs", async () => {
+    // The layout of the events table before last_seq: one row per event, its doc the event object.
+    const file = newFile();
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const run = makeRun();
+    const old = openSqliteDatabase(file, driver.options);
+    old.exec(`CREATE TABLE runs (run_id TEXT PRIMARY KEY, tenant_id TEXT, state TEXT NOT NULL, doc TEXT NOT NULL,
+        request_hash TEXT NOT NULL, deadline_at INTEGER, created_at INTEGER NOT NULL);
+      CREATE TABLE events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, seq INTEGER NOT NULL, node_run_id TEXT,
+        type TEXT NOT NULL, time TEXT NOT NULL, doc TEXT NOT NULL);
+      CREATE UNIQUE INDEX events_by_run ON events (run_id, seq);`);
+    old.prepare(`INSERT INTO runs VALUES (?, NULL, ?, ?, ?, NULL, ?)`).run(run.run_id, run.state, JSON.stringify(run.run), run.request_hash, run.created_at);
+    const before = [0, 1, 2].map((seq) => ({ ...makeEvent(run.run_id, { data: { old: seq } }), seq }));
+    for (const e of before) old.prepare(`INSERT INTO events (run_id, seq, type, time, doc) VALUES (?, ?, ?, ?, ?)`).run(run.run_id, e.seq, e.type, e.time, JSON.stringify(e));
+    old.close();
+
+    const store = open(file);
+    expect(await store.lastSeq(run.run_id)).toBe(2);
+    const after = await store.apply({ events: [makeEvent(run.run_id, { data: { n: 3 } }), makeEvent(run.run_id, { data: { n: 4 } })] });
+    expect(after.map((e) => e.seq)).toEqual([3, 4]);
+    const all = [...before, ...after];
+    expect(await store.listEvents(run.run_id, -1, 100)).toEqual(all);
+    for (let from = -1; from <= 4; from++) {
+      for (const limit of [1, 2, 3]) expect(await store.listEvents(run.run_id, from, limit)).toEqual(all.slice(from + 1, from + 1 + limit));
+    }
+  });
+
+  it("with the writer thread, commits on its own connection and reads back on the store's, across a reopen", async () => {
+    const file = newFile();
+    const store = openSqliteRunStore({ path: file, writer: "thread", ...driver.options });
+    stores.push(store);
+    expect(store.writer).toBe("thread");
+    const run = makeRun();
+    const root = makeNodeRun({ run_id: run.run_id });
+    const events = await store.apply({ runs: [run], nodeRuns: [root], events: [makeEvent(run.run_id), makeEvent(run.run_id)] });
+    expect(events.map((e) => e.seq)).toEqual([0, 1]);
+    // Another connection sees the commit at once: it is on the file, not only in the store's memory.
+    const peek = openSqliteDatabase(file, driver.options);
+    try {
+      expect(peek.prepare(`SELECT state FROM node_runs WHERE node_run_id = ?`).pluck().get(root.node_run_id)).toBe("queued");
+    } finally {
+      peek.close();
+    }
+    const [claimed] = await store.claim({ owner: "c1", now: T0, limit: 1, leaseMs: 10 });
+    expect(claimed.lease_owner).toBe("c1");
+    expect(await store.releaseLeases("c1")).toBe(1);
+    await store.close();
+    const again = open(file);
+    expect(again.writer).toBe("inline");
+    expect(await again.listEvents(run.run_id, -1, 10)).toEqual(events);
+    expect((await again.getNodeRun(root.node_run_id))?.lease_owner).toBeNull();
+  });
+
+  it("a database in memory is written inline whatever is asked, since no second connection can open it", async () => {
+    const store = openSqliteRunStore({ path: ":memory:", writer: "thread", ...driver.options });
+    stores.push(store);
+    expect(store.writer).toBe("inline");
+    const run = makeRun();
+    await store.apply({ runs: [run], events: [makeEvent(run.run_id)] });
+    expect(await store.lastSeq(run.run_id)).toBe(0);
   });
 
   it("serves reads written by another store instance over the same file after it closed", async () => {

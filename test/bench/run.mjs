@@ -32,6 +32,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { Pool, request } from "undici";
 import { closedLoop, median } from "./load.mjs";
@@ -66,7 +67,13 @@ const address = (app) => `http://127.0.0.1:${app.server.address().port}`;
  * so that mark is the round's: the process's start, the warm-up and the measured load, and nothing before.
  */
 async function withPeakRss(fn) {
+  // How long the event loop was held up during the load: what any other request to the process waited at worst.
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
   const result = await fn();
+  delay.disable();
+  result.loop_delay_p99_ms = Math.round(delay.percentile(99) / 1e5) / 10;
+  result.loop_delay_max_ms = Math.round(delay.max / 1e5) / 10;
   return { ...result, peak_rss_mb: Math.round(Math.max(process.resourceUsage().maxRSS * 1024, process.memoryUsage().rss) / 1048576) };
 }
 

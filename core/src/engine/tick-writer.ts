@@ -14,7 +14,7 @@
 import type { RunEvent } from "@nodefabric/schemas";
 import { observed } from "../observe/channels.js";
 import { context, recording, SpanStatusCode, tracer, type Context } from "../observe/tracing.js";
-import type { ApprovalRecord, NewRunEvent, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
+import { runsOfBatch, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type RunStore, type WriteBatch } from "../store/run-store.js";
 
 interface Part {
   batch: WriteBatch;
@@ -66,7 +66,7 @@ export class TickWriter {
       // Runs of parts held back: a later part of the same run must not overtake them.
       const heldBack = new Set<string>();
       for (const p of this.parts) {
-        const runs = runsOf(p.batch);
+        const runs = runsOfBatch(p.batch);
         if (runs.some((id) => this.busy.has(id) || heldBack.has(id))) {
           for (const id of runs) heldBack.add(id);
           wait.push(p);
@@ -75,7 +75,7 @@ export class TickWriter {
       this.parts = wait;
       if (go.length === 0) return;
       const runs = new Set<string>();
-      for (const p of go) for (const id of runsOf(p.batch)) runs.add(id);
+      for (const p of go) for (const id of runsOfBatch(p.batch)) runs.add(id);
       for (const id of runs) this.busy.set(id, (this.busy.get(id) ?? 0) + 1);
       this.underWay++;
       void this.flush(go).finally(() => {
@@ -173,16 +173,6 @@ export class TickWriter {
     if (this.underWay === 0 && this.parts.length === 0 && !this.scheduled) return;
     await new Promise<void>((resolve) => this.idle.push(resolve));
   }
-}
-
-/** The runs a part writes to. */
-function runsOf(batch: WriteBatch): string[] {
-  const ids = new Set<string>();
-  if (batch.runs) for (const r of batch.runs) ids.add(r.run_id);
-  if (batch.nodeRuns) for (const n of batch.nodeRuns) ids.add(n.run_id);
-  if (batch.approvals) for (const a of batch.approvals) ids.add(a.run_id);
-  if (batch.events) for (const e of batch.events) ids.add(e.run_id);
-  return [...ids];
 }
 
 /** The parts of a tick as one batch: one upsert per record (the last written), every event in order. */

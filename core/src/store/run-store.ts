@@ -280,3 +280,13 @@ export interface SharedRunStore {
   /** A secret every coordinator of the database shares (32 random bytes made by the first to ask). */
   sharedSecret(name: string): Promise<Uint8Array>;
 }
+
+/** The runs a batch writes to, each once. */
+export function runsOfBatch(batch: WriteBatch): string[] {
+  const ids = new Set<string>();
+  if (batch.runs) for (const r of batch.runs) ids.add(r.run_id);
+  if (batch.nodeRuns) for (const n of batch.nodeRuns) ids.add(n.run_id);
+  if (batch.approvals) for (const a of batch.approvals) ids.add(a.run_id);
+  if (batch.events) for (const e of batch.events) ids.add(e.run_id);
+  return [...ids];
+}

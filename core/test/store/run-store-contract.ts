@@ -337,6 +337,31 @@ export function runStoreContract(name: string, open: () => Promise<RunStoreHarne
         const other = await seedRun();
         expect(await store.listEvents(other.run.run_id, -1, 100)).toEqual([]);
       });
+
+      it("listEvents pages the same whatever batches the events came in, with other runs' events between", async () => {
+        // A store may keep a batch's events of one run together (SQLite does): every page, from anywhere, is the same.
+        const { run } = await seedRun();
+        const { run: other } = await seedRun();
+        const all: RunEvent[] = [];
+        for (const size of [1, 3, 1, 5, 2, 1]) {
+          const events: NewRunEvent[] = [];
+          for (let i = 0; i < size; i++) {
+            events.push(makeEvent(run.run_id, { data: { n: all.length + i } }));
+            events.push(makeEvent(other.run_id, { data: { n: i } }));
+          }
+          const committed = await store.apply({ events });
+          all.push(...committed.filter((e) => e.run_id === run.run_id));
+        }
+        expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 13 }, (_, i) => i));
+        expect(await store.lastSeq(run.run_id)).toBe(12);
+        for (let after = -1; after <= 13; after++) {
+          for (const limit of [1, 2, 3, 4, 7, 100]) {
+            expect(await store.listEvents(run.run_id, after, limit), `after ${after}, limit ${limit}`).toEqual(all.slice(after + 1, after + 1 + limit));
+          }
+        }
+        expect(await store.listEvents(run.run_id, 4, 0)).toEqual([]);
+        expect((await store.listEvents(other.run_id, -1, 100)).map((e) => e.data)).toEqual([1, 3, 1, 5, 2, 1].flatMap((size) => Array.from({ length: size }, (_, i) => ({ n: i }))));
+      });
     });
 
     describe("a failing batch", () => {
