@@ -120,7 +120,7 @@ describe("a fabric without authentication", () => {
     expect(pdp.body.checks[0]).toMatchObject({ name: "policy", status: "ok", message: "1 policy loaded from policy.cedar", details: { source: "policy.cedar", entities_source: "entities.json", policies: 1 } });
     // And the coordinator, which SQLite library its store runs on: Node's own where it has one.
     const coordinator = await get(`${fabric.urls["run-coordinator"]}/v1/health`);
-    expect(coordinator.body.checks).toContainEqual({ name: "store", status: "ok", details: { sqlite_driver: nodeHasSqlite() ? "node:sqlite" : "better-sqlite3" } });
+    expect(coordinator.body.checks).toContainEqual({ name: "store", status: "ok", details: { sqlite_driver: nodeHasSqlite() ? "node:sqlite" : "better-sqlite3", sqlite_writer: "inline" } });
   });
 });
 

@@ -8,6 +8,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteDatabase } from "../src/store/sqlite-driver.js";
 import { openSqliteRunStore, type SqliteRunStore } from "../src/store/sqlite-run-store.js";
+import { SqliteWriteError, SqliteWriterThread } from "../src/store/sqlite-writer-thread.js";
 import { makeEvent, makeNodeRun, makeRun, runStoreContract, T0 } from "./store/run-store-contract.js";
 import { sqliteDrivers, unavailableSqliteDrivers, type DriverUnderTest } from "./support/sqlite-drivers.js";
 
@@ -156,6 +157,18 @@ describe(`SqliteRunStore on its file (${driver.name})`, () => {
     expect(again.writer).toBe("inline");
     expect(await again.listEvents(run.run_id, -1, 10)).toEqual(events);
     expect((await again.getNodeRun(root.node_run_id))?.lease_owner).toBeNull();
+  });
+
+  it("a writer thread that cannot open its file fails every write with SQLite's reason, and closes cleanly", async () => {
+    const dir = tempDir();
+    dirs.push(dir);
+    // A directory where the file should be: the thread's connection cannot open it.
+    const thread = new SqliteWriterThread({ file: dir, driver: driver.name, nativeBinding: driver.options.nativeBinding, sql: { runs: "x", nodeRuns: "x", approvals: "x", events: "x", claim: "x", releaseLeases: "x" } });
+    const failed = thread.write({ runs: [], nodeRuns: [], approvals: [], events: [] });
+    await expect(failed).rejects.toThrow(SqliteWriteError);
+    await expect(failed).rejects.toThrow(/unable to open|directory|cannot open/i);
+    await expect(thread.claim({ owner: "c1", expires: 1, now: 0, limit: 1 })).rejects.toThrow(SqliteWriteError);
+    await thread.close();
   });
 
   it("a database in memory is written inline whatever is asked, since no second connection can open it", async () => {

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { nodeHasSqlite, openSqliteDatabase, parseSqliteDriver, SqliteDriverError, type SqliteDatabase } from "../src/store/sqlite-driver.js";
 import { openSqlite } from "../src/store/sqlite-open.js";
+import { chooseSqliteWriter, parseSqliteWriter } from "../src/store/sqlite-writer-thread.js";
 import { openSqliteRunStore } from "../src/store/sqlite-run-store.js";
 import { makeEvent, makeNodeRun, makeRun, T0 } from "./store/run-store-contract.js";
 import { sqliteDrivers, unavailableSqliteDrivers } from "./support/sqlite-drivers.js";
@@ -43,6 +44,19 @@ describe("choosing the SQLite driver", () => {
     expect(parseSqliteDriver("")).toBeUndefined();
     expect(() => parseSqliteDriver("sqlite3")).toThrow(SqliteDriverError);
     expect(() => parseSqliteDriver("sqlite3")).toThrow('FABRIC_SQLITE_DRIVER must be "node" or "better-sqlite3", not "sqlite3"');
+  });
+
+  it("takes thread or inline, and nothing else, from FABRIC_SQLITE_WRITER; a file defaults to inline, memory is always inline", () => {
+    expect(parseSqliteWriter("thread")).toBe("thread");
+    expect(parseSqliteWriter("inline")).toBe("inline");
+    expect(parseSqliteWriter("")).toBeUndefined();
+    expect(() => parseSqliteWriter("worker")).toThrow('FABRIC_SQLITE_WRITER must be "thread" or "inline", not "worker"');
+    expect(chooseSqliteWriter("/tmp/runs.db")).toBe(process.env.FABRIC_SQLITE_WRITER === "thread" ? "thread" : "inline");
+    expect(chooseSqliteWriter("/tmp/runs.db", "thread")).toBe("thread");
+    expect(chooseSqliteWriter(":memory:", "thread")).toBe("inline");
+    expect(chooseSqliteWriter("file:x?mode=memory", "thread")).toBe("inline");
+    expect(() => loadConfig({ cwd: tempDir(), env: { FABRIC_SQLITE_WRITER: "Thread" } })).toThrow(/FABRIC_SQLITE_WRITER must be "thread" or "inline", not "Thread"/);
+    expect(() => loadConfig({ cwd: tempDir(), env: { FABRIC_SQLITE_WRITER: "thread" } })).not.toThrow();
   });
 
   it("a bad FABRIC_SQLITE_DRIVER stops the start with a configuration error naming it", () => {

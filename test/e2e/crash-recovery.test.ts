@@ -11,18 +11,23 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 
 const TERMINAL = new Set(["completed", "failed", "canceled"]);
 
-describe("a kill -9 of the fabric with runs in flight", () => {
+// Both places the SQLite store's writes can run: the store's connection (the default), and a writer thread's own,
+// whose commits the process acknowledges from another thread.
+describe.each(["inline", "thread"])("a kill -9 of the fabric with runs in flight (FABRIC_SQLITE_WRITER=%s)", (writer) => {
   let fabric: FabricProcess | undefined;
   afterAll(async () => {
     await fabric?.stop("SIGKILL");
   });
+  const env = { FABRIC_SQLITE_WRITER: writer };
 
   it("loses nothing: every run ends completed, no terminal state changes, and seq stays gapless", async () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-crash-"));
     const base = await freePortBase();
     const args = ["dev", "--port-base", String(base), "--data-dir", dataDir];
-    fabric = await startFabricProcess(args, { cwd: repo });
+    fabric = await startFabricProcess(args, { cwd: repo, env });
     const gw = fabric.urls["run-gateway"];
+    const health = await call("GET", `${fabric.urls["run-coordinator"]}/v1/health`);
+    expect(health.body.checks.find((c: { name: string }) => c.name === "store").details.sqlite_writer).toBe(writer);
     await eventually(async () => {
       const r = await call("GET", `${fabric!.urls["node-registry"]}/v1/executors?node_type_id=demo.sleep`);
       return r.body?.length > 0 ? true : undefined;
@@ -52,7 +57,7 @@ describe("a kill -9 of the fabric with runs in flight", () => {
     const code = await fabric.stop("SIGKILL");
     expect(code).toBe(null);
 
-    fabric = await startFabricProcess(args, { cwd: repo });
+    fabric = await startFabricProcess(args, { cwd: repo, env });
     const gw2 = fabric.urls["run-gateway"];
     expect(gw2).toBe(gw);
 

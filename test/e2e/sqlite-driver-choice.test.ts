@@ -59,6 +59,13 @@ describe("an installation without better-sqlite3", () => {
     expect(r.stderr).toContain('FABRIC_SQLITE_DRIVER must be "node" or "better-sqlite3", not "postgres"');
   }, 60_000);
 
+  it("stops a start whose FABRIC_SQLITE_WRITER names no place to write, as a configuration error", async () => {
+    const r = await runFabric(dev(path.join(root, "data-bad-writer")), { cwd: root, cli, env: { FABRIC_SQLITE_WRITER: "worker" } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('FABRIC_SQLITE_WRITER must be "thread" or "inline", not "worker"');
+    expect(fs.existsSync(path.join(root, "data-bad-writer"))).toBe(false);
+  }, 60_000);
+
   it.runIf(!nodeHasSqlite())("on a Node without node:sqlite, stops the start naming both ways out", async () => {
     const r = await runFabric(dev(path.join(root, "data-old")), { cwd: root, cli, env: { FABRIC_SQLITE_DRIVER: "" } });
     expect(r.code).toBe(1);
@@ -79,7 +86,7 @@ describe("an installation without better-sqlite3", () => {
       expect(r.body.state).toBe("completed");
       expect(fabric.output()).not.toMatch(/ExperimentalWarning|SQLite is an experimental/);
       const health = await call("GET", `${fabric.urls["run-coordinator"]}/v1/health`);
-      expect(health.body.checks).toContainEqual({ name: "store", status: "ok", details: { sqlite_driver: "node:sqlite" } });
+      expect(health.body.checks).toContainEqual({ name: "store", status: "ok", details: { sqlite_driver: "node:sqlite", sqlite_writer: "inline" } });
     } finally {
       await fabric.stop();
     }

@@ -91,6 +91,17 @@ async function serve(data) {
     failure = describe(err);
   }
   parentPort.on("message", (m) => {
+    if (m.op === "close") {
+      // Ends the thread whatever state it is in: a connection that never opened has nothing to close.
+      try {
+        db?.close();
+      } finally {
+        failure = { name: "Error", message: "the SQLite writer is closed" };
+        parentPort.postMessage({ id: m.id });
+        parentPort.close();
+      }
+      return;
+    }
     if (failure) {
       parentPort.postMessage({ id: m.id, error: failure });
       return;
@@ -111,12 +122,6 @@ async function serve(data) {
           parentPort.postMessage({ id: m.id, changes });
           return;
         }
-        case "close":
-          db.close();
-          failure = { name: "Error", message: "the SQLite writer is closed" };
-          parentPort.postMessage({ id: m.id });
-          parentPort.close();
-          return;
         default:
           parentPort.postMessage({ id: m.id, error: { name: "TypeError", message: `unknown writer operation ${m.op}` } });
       }

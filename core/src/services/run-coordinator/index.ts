@@ -107,7 +107,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     health: async () => [
       // Which SQLite library the embedded store runs on (node:sqlite, or better-sqlite3 on older Node).
       store instanceof SqliteRunStore
-        ? { name: "store", status: "ok", details: { sqlite_driver: store.driver === "node" ? "node:sqlite" : store.driver } }
+        ? { name: "store", status: "ok", details: { sqlite_driver: store.driver === "node" ? "node:sqlite" : store.driver, sqlite_writer: store.writer } }
         : shared
           ? await sharedStoreHealth(shared)
           : { name: "store", status: "ok" },
