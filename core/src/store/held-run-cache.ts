@@ -59,9 +59,10 @@ export class HeldRunCache implements RunStore {
     else this.runs.delete(r.run_id);
   }
 
-  private keepNodeRun(nr: NodeRunRecord): void {
+  /** Keeps a NodeRun; `owned` when it is already a copy of the cache's own (apply copies before the write). */
+  private keepNodeRun(nr: NodeRunRecord, owned = false): void {
     if (TERMINAL_STATES.has(nr.state) || !this.shared.holds(nr.run_id)) this.nodeRuns.delete(nr.node_run_id);
-    else this.keep(this.nodeRuns, nr.node_run_id, copy(nr));
+    else this.keep(this.nodeRuns, nr.node_run_id, owned ? nr : copy(nr));
   }
 
   get applyConcurrency(): number | undefined {
@@ -74,7 +75,7 @@ export class HeldRunCache implements RunStore {
     const nodeRuns = batch.nodeRuns?.map(copy);
     const events = await this.inner.apply(batch);
     for (const r of runs ?? []) this.keepRun(r);
-    for (const nr of nodeRuns ?? []) this.keepNodeRun(nr);
+    for (const nr of nodeRuns ?? []) this.keepNodeRun(nr, true);
     return events;
   }
 
