@@ -71,12 +71,21 @@ export class LocalFirstExecutorCaller implements ExecutorCaller {
     private readonly remote: ExecutorCaller & { close?: () => Promise<void> },
   ) {}
 
+  /** Each endpoint's origin, parsed once: a dispatch names one of a few executors, and a URL parse costs more than a lookup. */
+  private readonly origins = new Map<string, string | null>();
+
   private find(endpoint: string): AtomicExecutorApi | undefined {
-    try {
-      return this.local.get(new URL(endpoint).origin);
-    } catch {
-      return undefined;
+    let origin = this.origins.get(endpoint);
+    if (origin === undefined) {
+      try {
+        origin = new URL(endpoint).origin;
+      } catch {
+        origin = null;
+      }
+      if (this.origins.size >= 1_000) this.origins.clear();
+      this.origins.set(endpoint, origin);
     }
+    return origin === null ? undefined : this.local.get(origin);
   }
 
   async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
