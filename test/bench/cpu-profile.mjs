@@ -6,7 +6,8 @@
  * Runs `test/bench/run.mjs --only <scenario>` under `node --cpu-prof`. Every round, the floor's and the fabric's,
  * runs in a process of its own that inherits the flag, so each leaves its own profile; this reads each and prints
  * self time by function and by package. The .cpuprofile files stay in the directory printed last; open one in Chrome
- * DevTools for the call tree. Services the split scenarios start as processes of their own are not profiled.
+ * DevTools for the call tree. The services a split scenario starts (`fabric start <service>`) leave one profile each,
+ * named `<service>.<pid>.<time>.cpuprofile`.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
@@ -23,7 +24,11 @@ if (positionals.length !== 1) {
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = mkdtempSync(path.join(os.tmpdir(), "nf-cpu-prof-"));
 const extra = values["split-runs"] ? ["--split-runs", values["split-runs"]] : [];
-const r = spawnSync(process.execPath, ["--cpu-prof", "--cpu-prof-dir", dir, path.join(here, "run.mjs"), "--only", positionals[0], "--rounds", values.rounds, ...extra], { stdio: ["ignore", "inherit", "inherit"] });
+const r = spawnSync(process.execPath, ["--cpu-prof", "--cpu-prof-dir", dir, path.join(here, "run.mjs"), "--only", positionals[0], "--rounds", values.rounds, ...extra], {
+  stdio: ["ignore", "inherit", "inherit"],
+  // The services a split scenario starts as processes of their own profile themselves too, each named after its service.
+  env: { ...process.env, NF_BENCH_SERVICE_PROFILE_DIR: dir },
+});
 if (r.status !== 0) process.exit(r.status ?? 1);
 
 /** Self time (µs) per node id, from the sample deltas. */

@@ -177,7 +177,10 @@ export async function startHopChain(hops) {
 async function startService(service, args, env, dirs, started) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `nf-bench-${service}-`));
   dirs.push(dataDir);
-  const p = await spawnReady([CLI, "start", service, "--port-base", "0", "--data-dir", dataDir, "--auth", "disabled", "--log-level", "warn", ...args], {
+  // NF_BENCH_SERVICE_PROFILE_DIR (set by cpu-profile.mjs): each service writes a CPU profile there, named after it.
+  const profileDir = process.env.NF_BENCH_SERVICE_PROFILE_DIR;
+  const profile = profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir, "--cpu-prof-name", `${service}.${process.pid}.${Date.now()}.cpuprofile`] : [];
+  const p = await spawnReady([...profile, CLI, "start", service, "--port-base", "0", "--data-dir", dataDir, "--auth", "disabled", "--log-level", "warn", ...args], {
     env: { FABRIC_LOG_LEVEL: "warn", ...env },
     what: `fabric start ${service}`,
     ready: (out) => out.match(new RegExp(`^\\s+${service}\\s+(http://\\S+)$`, "m"))?.[1],
