@@ -1,7 +1,7 @@
 /**
  * Profiles one bench scenario and prints where the CPU went.
  *
- *   node test/bench/cpu-profile.mjs atomic-throughput-pg [--rounds 1] [--top 40]
+ *   node test/bench/cpu-profile.mjs atomic-throughput-pg [--rounds 1] [--top 40] [--runs N] [--split-runs N]
  *
  * Runs `test/bench/run.mjs --only <scenario>` under `node --cpu-prof`. Every round, the floor's and the fabric's,
  * runs in a process of its own that inherits the flag, so each leaves its own profile; this reads each and prints
@@ -16,14 +16,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { rounds: { type: "string", default: "1" }, top: { type: "string", default: "40" }, "split-runs": { type: "string" } } });
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { rounds: { type: "string", default: "1" }, top: { type: "string", default: "40" }, "split-runs": { type: "string" }, runs: { type: "string" } } });
 if (positionals.length !== 1) {
   process.stderr.write("usage: node test/bench/cpu-profile.mjs <scenario> [--rounds N] [--top N]\n");
   process.exit(2);
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = mkdtempSync(path.join(os.tmpdir(), "nf-cpu-prof-"));
-const extra = values["split-runs"] ? ["--split-runs", values["split-runs"]] : [];
+const extra = [...(values["split-runs"] ? ["--split-runs", values["split-runs"]] : []), ...(values.runs ? ["--runs", values.runs] : [])];
 const r = spawnSync(process.execPath, ["--cpu-prof", "--cpu-prof-dir", dir, path.join(here, "run.mjs"), "--only", positionals[0], "--rounds", values.rounds, ...extra], {
   stdio: ["ignore", "inherit", "inherit"],
   // The services a split scenario starts as processes of their own profile themselves too, each named after its service.
