@@ -171,6 +171,26 @@ describe(`SqliteRunStore on its file (${driver.name})`, () => {
     await thread.close();
   });
 
+  it("reads back every ended run as committed, past the few kept in memory and for a run too large to keep", async () => {
+    const store = open(newFile());
+    const ended = (run: ReturnType<typeof makeRun>, outputs: unknown) =>
+      ({ ...run, state: "completed" as const, run: { ...run.run, state: "completed" as const, extensions: { "nodefabric.outputs": outputs } } });
+    const runs = Array.from({ length: 1_100 }, () => makeRun());
+    await store.apply({ runs });
+    const big = makeRun();
+    await store.apply({ runs: [big] });
+    const done = runs.map((r, i) => ended(r, { i }));
+    for (let i = 0; i < done.length; i += 100) await store.apply({ runs: done.slice(i, i + 100) });
+    const bigDone = ended(big, { text: "x".repeat(9 << 20) });
+    await store.apply({ runs: [bigDone] });
+    expect(await store.getRun(big.run_id)).toEqual(bigDone);
+    for (const i of [0, 1, 75, 1_099]) expect(await store.getRun(done[i].run_id)).toEqual(done[i]);
+    // Changed again after it ended (as a cancel of an ended run never does, but a store must not care): the new one.
+    const again = { ...done[1_099], run: { ...done[1_099].run, extensions: { "nodefabric.outputs": { i: "again" } } } };
+    await store.apply({ runs: [again] });
+    expect(await store.getRun(again.run_id)).toEqual(again);
+  });
+
   it("a database in memory is written inline whatever is asked, since no second connection can open it", async () => {
     const store = openSqliteRunStore({ path: ":memory:", writer: "thread", ...driver.options });
     stores.push(store);

@@ -359,8 +359,12 @@ interface Applied {
 
 /** Above this many entries a cache is dropped whole; it refills from the in-flight working set. */
 const MAX_CACHED = 50_000;
-/** How many of the runs that ended last stay in memory, oldest dropped first. */
+/**
+ * How many of the runs that ended last stay in memory, oldest dropped first, and how much of their documents (in
+ * UTF-16 code units): a run's document carries its outputs, which may be large.
+ */
 const MAX_ENDED = 1_024;
+const MAX_ENDED_TEXT = 8 << 20;
 
 /**
  * RunStore on one SQLite file. Only one process may write the file (several coordinators need the PostgreSQL store),
@@ -388,6 +392,7 @@ export class SqliteRunStore implements RunStore {
   private readonly runRows = new Map<string, RunRow>();
   private readonly nodeRunRows = new Map<string, NodeRunRow>();
   private readonly endedRuns = new Map<string, RunRow>();
+  private endedText = 0;
   private closed = false;
 
   /** The SQLite driver the file was opened with. */
@@ -564,9 +569,19 @@ export class SqliteRunStore implements RunStore {
 
   /** Keeps the last runs to end: the caller that waited for one (`Prefer: wait`) reads it at once. */
   private rememberEnded(row: RunRow): void {
-    this.endedRuns.delete(row.run_id);
-    if (this.endedRuns.size >= MAX_ENDED) this.endedRuns.delete(this.endedRuns.keys().next().value!);
+    const had = this.endedRuns.get(row.run_id);
+    if (had) {
+      this.endedRuns.delete(row.run_id);
+      this.endedText -= had.doc.length;
+    }
+    if (row.doc.length > MAX_ENDED_TEXT) return;
     this.endedRuns.set(row.run_id, row);
+    this.endedText += row.doc.length;
+    while (this.endedRuns.size > MAX_ENDED || this.endedText > MAX_ENDED_TEXT) {
+      const [id, oldest] = this.endedRuns.entries().next().value!;
+      this.endedRuns.delete(id);
+      this.endedText -= oldest.doc.length;
+    }
   }
 
   private cacheRun(row: RunRow): void {
