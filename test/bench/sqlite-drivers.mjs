@@ -3,9 +3,9 @@
  *
  * One "tick" is what the coordinator's TickWriter and engine do per event-loop turn under load, with the run store's
  * own schema and statements (core/src/store/sqlite-run-store.ts):
- *   - one IMMEDIATE transaction that creates BATCH runs (run + root NodeRun upserts, run_started + node_run_created
- *     events, each with the run-exists and last-seq lookups a run's first batch does), moves the BATCH NodeRuns
- *     claimed last tick to completed (NodeRun + run upserts, two events each);
+ *   - one IMMEDIATE transaction that creates BATCH runs (run + root NodeRun upserts, one row of events holding
+ *     run_started + node_run_created, with the run-exists and last-seq lookups a run's first batch does), moves the
+ *     BATCH NodeRuns claimed last tick to completed (NodeRun + run upserts, one row of two events each);
  *   - the claim: one UPDATE … RETURNING in its own IMMEDIATE transaction;
  *   - the reads of a follower: getRun and listEvents per finished run, getNodeRun per claimed NodeRun.
  * Both drivers run the same statements on a real file each, WAL mode, synchronous=NORMAL, busy_timeout=5000 (as
@@ -20,8 +20,9 @@
  * the one in node_modules was built for another (.ci/node.sh builds one into its cache).
  * Prints one JSON line per level and driver and one per level for the ratio, then a markdown table.
  *
- * On Node 24.21, 2 cores, 2026-11-25 (better-sqlite3 12.11.1 built for it): statements 528 vs 529 ticks/s (ratio 0.99),
- * SqliteRunStore 485 vs 472 ticks/s (ratio 1.02), about 2 ms per tick of 32 new and 32 finished runs.
+ * On Node 24.21, 2 cores, 2026-11-25 (better-sqlite3 12.11.1 built for it; a row per event then): statements 528 vs
+ * 529 ticks/s (ratio 0.99), SqliteRunStore 485 vs 472 ticks/s (ratio 1.02), about 2 ms per tick of 32 new and 32
+ * finished runs.
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -81,59 +82,24 @@ function openNode(file) {
 
 // ------------------------------------------------------------------ the run store's schema and statements
 
-const OPEN_NODE_RUN = `state IN ('queued', 'assigned', 'running')`;
-const SCHEMA = `
-  CREATE TABLE runs (run_id TEXT PRIMARY KEY, tenant_id TEXT, state TEXT NOT NULL, doc TEXT NOT NULL,
-    request_hash TEXT NOT NULL, deadline_at INTEGER, created_at INTEGER NOT NULL);
-  CREATE INDEX runs_by_tenant ON runs (tenant_id, run_id);
-  CREATE INDEX runs_by_state ON runs (state, run_id);
-  CREATE TABLE node_runs (node_run_id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs (run_id),
-    parent_node_run_id TEXT, state TEXT NOT NULL, doc TEXT NOT NULL, attempt INTEGER NOT NULL,
-    available_at INTEGER NOT NULL, lease_owner TEXT, lease_expires_at INTEGER, approval_id TEXT, idempotency_key TEXT,
-    spec_hash TEXT, depth INTEGER NOT NULL, created_at INTEGER NOT NULL);
-  CREATE INDEX node_runs_by_run ON node_runs (run_id, created_at, node_run_id);
-  CREATE UNIQUE INDEX node_runs_idempotency ON node_runs (run_id, parent_node_run_id, idempotency_key)
-    WHERE idempotency_key IS NOT NULL;
-  CREATE INDEX node_runs_unleased ON node_runs (created_at, node_run_id)
-    WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN};
-  CREATE INDEX node_runs_leased ON node_runs (lease_expires_at) WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN};
-  CREATE TABLE events (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, seq INTEGER NOT NULL, node_run_id TEXT,
-    type TEXT NOT NULL, time TEXT NOT NULL, doc TEXT NOT NULL);
-  CREATE UNIQUE INDEX events_by_run ON events (run_id, seq);`;
+// The file's schema is the store's own (the store creates it), and so are the statements that write: core's
+// WRITE_SQL, from the module loadRunStore builds. Only the few reads below are spelled here.
 const RUN_COLUMNS = "run_id, tenant_id, state, doc, request_hash, deadline_at, created_at";
 const NODE_RUN_COLUMNS =
   "node_run_id, run_id, parent_node_run_id, state, doc, attempt, available_at, lease_owner, lease_expires_at, " +
   "approval_id, idempotency_key, spec_hash, depth, created_at";
 
-function prepareAll(db) {
+function prepareAll(db, sql) {
   return {
-    upsertRun: db.prepare(`INSERT INTO runs (${RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at`),
-    upsertNodeRun: db.prepare(`INSERT INTO node_runs (${NODE_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (node_run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, attempt = excluded.attempt,
-        available_at = excluded.available_at, lease_owner = excluded.lease_owner,
-        lease_expires_at = excluded.lease_expires_at, approval_id = excluded.approval_id`),
+    upsertRun: db.prepare(sql.runs),
+    upsertNodeRun: db.prepare(sql.nodeRuns),
+    insertEvents: db.prepare(sql.events),
     runExists: db.prepare(`SELECT 1 FROM runs WHERE run_id = ?`, true),
-    lastSeq: db.prepare(`SELECT seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, true),
-    insertEvent: db.prepare(`INSERT INTO events (run_id, seq, node_run_id, type, time, doc) VALUES (?, ?, ?, ?, ?, ?)`),
+    lastSeq: db.prepare(`SELECT coalesce(last_seq, seq) FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, true),
     getRun: db.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`),
     getNodeRun: db.prepare(`SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE node_run_id = ?`),
-    events: db.prepare(`SELECT doc FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, true),
-    claim: db.prepare(`UPDATE node_runs SET lease_owner = @owner, lease_expires_at = @expires
-      WHERE node_run_id IN (
-        SELECT node_run_id FROM (
-          SELECT node_run_id, created_at FROM (
-            SELECT node_run_id, created_at FROM node_runs
-            WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN} AND available_at <= @now
-            ORDER BY created_at, node_run_id LIMIT @limit)
-          UNION ALL
-          SELECT node_run_id, created_at FROM (
-            SELECT node_run_id, created_at FROM node_runs
-            WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < @now
-              AND approval_id IS NULL AND available_at <= @now
-            ORDER BY created_at, node_run_id LIMIT @limit))
-        ORDER BY created_at, node_run_id LIMIT @limit)
-      RETURNING ${NODE_RUN_COLUMNS}`),
+    events: db.prepare(`SELECT last_seq, doc FROM events WHERE run_id = ? AND seq >= 0 ORDER BY seq LIMIT ?`),
+    claim: db.prepare(sql.claim),
     begin: db.prepare("BEGIN IMMEDIATE"),
     commit: db.prepare("COMMIT"),
   };
@@ -151,27 +117,33 @@ function nodeRunDoc(id, runId, state) {
   return JSON.stringify({ node_run_id: id, run_id: runId, state, node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, inputs: INPUT, attempt: 1 });
 }
 
-/** A store's file and statements; `tick()` does one tick and answers how many rows it read back. */
-function workload(name, open, dir) {
+/**
+ * A store's file and statements; `tick()` does one tick and answers how many rows it read back. The file is made by
+ * the store itself (so its schema is the store's), then written through the raw driver with the store's statements:
+ * each run's events of a transaction in one row, as the store writes them.
+ */
+async function workload(name, open, dir, mod) {
   const file = path.join(dir, `${name.replace(":", "-")}.db`);
   const db = open(file);
   if (!db) return undefined;
+  await mod.openSqliteRunStore({ path: file, driver: name === "node:sqlite" ? "node" : "better-sqlite3", ...(name !== "node:sqlite" && BINDING ? { nativeBinding: BINDING } : {}) }).close();
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;");
-  db.exec(SCHEMA);
-  const s = prepareAll(db);
+  const s = prepareAll(db, mod.WRITE_SQL);
   let next = 0;
   let now = 1_000_000;
   let claimed = [];
   const seq = new Map();
-  const event = (runId, nodeRunId, type) => {
+  /** One row holding a run's events of this transaction, as the store writes them. */
+  const events = (runId, list) => {
     let n = seq.get(runId);
     if (n === undefined) {
       if (s.runExists.get(runId) === undefined) throw new Error(`unknown run ${runId}`);
       const last = s.lastSeq.get(runId);
       n = last === undefined ? 0 : last + 1;
     }
-    seq.set(runId, n + 1);
-    s.insertEvent.run(runId, n, nodeRunId, type, TIME, JSON.stringify({ run_id: runId, seq: n, type, time: TIME, node_run_id: nodeRunId }));
+    seq.set(runId, n + list.length);
+    const docs = list.map(([nodeRunId, type], i) => ({ run_id: runId, seq: n + i, type, time: TIME, ...(nodeRunId ? { node_run_id: nodeRunId } : {}) }));
+    s.insertEvents.run(runId, n, n + list.length - 1, list[0][0], list[0][1], TIME, JSON.stringify(docs));
   };
   function tick() {
     now += 1;
@@ -182,16 +154,14 @@ function workload(name, open, dir) {
         const id = String(next++).padStart(10, "0");
         const runId = `run_${id}`;
         const nodeRunId = `nr_${id}`;
-        s.upsertRun.run(runId, null, "running", runDoc(runId, "running"), "h", null, now);
+        s.upsertRun.run(runId, null, "running", runDoc(runId, "running"), "h", null, now, "demo.echo");
         s.upsertNodeRun.run(nodeRunId, runId, null, "queued", nodeRunDoc(nodeRunId, runId, "queued"), 1, now, null, null, null, null, null, 0, now);
-        event(runId, null, "run_started");
-        event(runId, nodeRunId, "node_run_created");
+        events(runId, [[null, "run_started"], [nodeRunId, "node_run_created"]]);
       }
       for (const n of finished) {
         s.upsertNodeRun.run(n.node_run_id, n.run_id, null, "completed", nodeRunDoc(n.node_run_id, n.run_id, "completed"), 1, n.available_at, null, null, null, null, null, 0, n.created_at);
-        s.upsertRun.run(n.run_id, null, "completed", runDoc(n.run_id, "completed"), "h", null, n.created_at);
-        event(n.run_id, n.node_run_id, "node_run_completed");
-        event(n.run_id, null, "run_completed");
+        s.upsertRun.run(n.run_id, null, "completed", runDoc(n.run_id, "completed"), "h", null, n.created_at, "demo.echo");
+        events(n.run_id, [[n.node_run_id, "node_run_completed"], [null, "run_completed"]]);
         seq.delete(n.run_id);
       }
       s.commit.run();
@@ -206,7 +176,7 @@ function workload(name, open, dir) {
     for (const n of claimed) rows += s.getNodeRun.get(n.node_run_id) ? 1 : 0;
     for (const n of finished) {
       rows += s.getRun.get(n.run_id) ? 1 : 0;
-      rows += s.events.all(n.run_id, -1, 100).length;
+      for (const row of s.events.all(n.run_id, 100)) rows += JSON.parse(row.doc).length;
     }
     return rows;
   }
@@ -308,8 +278,8 @@ async function measure(level, drivers) {
     batch: BATCH,
     ticks_per_s: Math.round(median(d.ticksPerS)),
     us_per_tick: Math.round(1e7 / median(d.ticksPerS)) / 10,
-    // Per tick: BATCH runs created and BATCH finished, each with 2 upserts and 2 events.
-    rows_written_per_s: Math.round(median(d.ticksPerS) * BATCH * 8),
+    // Per tick: BATCH runs created and BATCH finished, each with 2 upserts and one row of 2 events.
+    rows_written_per_s: Math.round(median(d.ticksPerS) * BATCH * 6),
   }));
   for (const r of results) console.log(JSON.stringify(r));
   const b = drivers.find((d) => d.name === "better-sqlite3");
@@ -328,11 +298,13 @@ async function measure(level, drivers) {
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-sqlite-bench-"));
 const table = [];
 try {
+  const mod = await loadRunStore();
+  if (!mod) throw new Error("esbuild is not installed: both levels need core's SqliteRunStore, built from source with it");
   const raw = [];
   for (const [name, open] of [["better-sqlite3", openBetter], ["node:sqlite", openNode]]) {
     let w;
     try {
-      w = workload(name, open, dir);
+      w = await workload(name, open, dir, mod);
     } catch (err) {
       console.error(`${name}: not measured: ${err.message.split("\n")[0]}`);
       continue;
@@ -346,17 +318,13 @@ try {
   table.push(await measure("statements", raw));
   for (const d of raw) d.close();
 
-  const mod = await loadRunStore();
-  if (!mod) console.error("SqliteRunStore: not measured: esbuild is not installed");
-  else {
-    const stores = [];
-    for (const d of raw) {
-      const w = storeWorkload(mod, d.name, d.name === "node:sqlite" ? "node" : "better-sqlite3", dir);
-      stores.push({ name: d.name, version: d.version, tick: w.tick, close: w.close });
-    }
-    table.push(await measure("SqliteRunStore", stores));
-    for (const d of stores) await d.close();
+  const stores = [];
+  for (const d of raw) {
+    const w = storeWorkload(mod, d.name, d.name === "node:sqlite" ? "node" : "better-sqlite3", dir);
+    stores.push({ name: d.name, version: d.version, tick: w.tick, close: w.close });
   }
+  table.push(await measure("SqliteRunStore", stores));
+  for (const d of stores) await d.close();
 
   console.log("\n| Level | Driver | Version | ticks/s | µs per tick | rows written/s |\n|---|---|---|---|---|---|");
   for (const { results } of table) {

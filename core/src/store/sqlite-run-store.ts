@@ -255,7 +255,7 @@ export class UnknownRunError extends Error {
  * (sqlite-writer.mjs) on its own. Identity columns (tenant, request hash, parent, idempotency key, spec hash, depth,
  * created_at) never change after creation, so the upserts leave them, and the indexes built on them, untouched.
  */
-const WRITE_SQL = {
+export const WRITE_SQL = {
   runs: `INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at, root_node_type_id)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at`,
