@@ -12,11 +12,12 @@ const repo = fileURLToPath(new URL("..", import.meta.url));
 const node = (args: string[]) => execFileSync(process.execPath, args, { cwd: repo, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 << 20 });
 
 describe("the bench's tools", () => {
-  it("a round of atomic-throughput prints its result, with the event loop's longest stall and CPU per run", () => {
+  it("a round of atomic-throughput prints its result, with the event loop's longest stall, its busy time and CPU per run", () => {
     const out = node(["test/bench/run.mjs", "--round", "atomic-throughput:run", "--runs", "300"]);
     const result = JSON.parse(out.trim().split("\n").at(-1)!);
     expect(result).toMatchObject({ requests: 300, failures: 0 });
-    for (const key of ["per_second", "p50_ms", "loop_delay_p99_ms", "loop_delay_max_ms", "peak_rss_mb", "cpu_us_per_run"]) expect(result[key], key).toBeTypeOf("number");
+    for (const key of ["per_second", "p50_ms", "loop_delay_p99_ms", "loop_delay_max_ms", "peak_rss_mb", "cpu_us_per_run", "loop_busy_us_per_run", "loop_utilization"]) expect(result[key], key).toBeTypeOf("number");
+    expect(result.sqlite_writer).toBe(process.env.FABRIC_SQLITE_WRITER === "thread" ? "thread" : "inline");
   }, 120_000);
 
   it("cpu-profile.mjs profiles each service a split scenario starts, named after it", () => {

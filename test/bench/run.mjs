@@ -11,7 +11,9 @@
  * The PostgreSQL scenarios use FABRIC_PG_URL (default postgres://postgres@127.0.0.1:5432/test), a fresh schema per
  * round dropped afterwards; they are skipped, with a line saying why, when the server does not answer.
  * FABRIC_SQLITE_DRIVER=node|better-sqlite3 picks the SQLite library of the fabric's store (default: node:sqlite where
- * Node has it); the last line says which ran. test/bench/sqlite-drivers.mjs compares the two on the store alone.
+ * Node has it), and FABRIC_SQLITE_WRITER=inline|thread where its writes run; the last line says which ran. The
+ * in-process rounds also report the event loop's longest stall (loop_delay_max_ms) and, for atomic-throughput, its
+ * busy time per run (loop_busy_us_per_run: CPU of this thread only, unlike cpu_us_per_run). test/bench/sqlite-drivers.mjs compares the two on the store alone.
  * The fabric loads only the plugins a scenario names, never discovered ones, so figures are core's own unless said.
  * atomic-throughput-telemetry and atomic-throughput-traced are atomic-throughput with @nodefabric/plugin-telemetry
  * loaded, their floor being atomic-throughput without it in the same rounds: -telemetry with no exporter (metrics on,
@@ -32,7 +34,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { Pool, request } from "undici";
 import { closedLoop, median } from "./load.mjs";
@@ -132,10 +134,14 @@ async function withOtelEnv(vars, fn) {
 
 /** The SQLite library the fabric's store ran on, as its coordinator's health says. */
 let sqliteDriver = "unknown";
+/** Where the SQLite store's writes ran (FABRIC_SQLITE_WRITER): the store's connection or a writer thread's own. */
+let sqliteWriter = "unknown";
 
 async function noteSqliteDriver(coordinatorUrl) {
   const health = await (await request(`${coordinatorUrl}/v1/health`)).body.json();
-  sqliteDriver = health.checks?.find((c) => c.name === "store")?.details?.sqlite_driver ?? sqliteDriver;
+  const details = health.checks?.find((c) => c.name === "store")?.details;
+  sqliteDriver = details?.sqlite_driver ?? sqliteDriver;
+  sqliteWriter = details?.sqlite_writer ?? sqliteWriter;
 }
 
 /**
@@ -243,9 +249,14 @@ async function atomicThroughput(total, { pg = false, telemetry = "off", ...optio
       // CPU of this process (fabric and load generator) over the measured load: less noisy than throughput on a shared
       // machine, and the load generator's part is the same with telemetry or without.
       const cpu0 = process.cpuUsage();
+      // The event loop's busy time (fabric and load generator): unlike CPU, it leaves out work on other threads.
+      const elu0 = performance.eventLoopUtilization();
       result = await withPeakRss(() => load(total));
       const cpu = process.cpuUsage(cpu0);
+      const elu = performance.eventLoopUtilization(elu0);
       result.cpu_us_per_run = Math.round((cpu.user + cpu.system) / total);
+      result.loop_busy_us_per_run = Math.round((elu.active * 1000) / total);
+      result.loop_utilization = Math.round(elu.utilization * 100) / 100;
     } finally {
       // Closing the last service flushes the spans still queued.
       await close();
@@ -489,7 +500,7 @@ if (args.round !== undefined) {
     process.exit(2);
   }
   const result = await (kind === "floor" ? sc.floor.run() : sc.run());
-  process.stdout.write(`${JSON.stringify({ ...result, sqlite_driver: sqliteDriver })}\n`, () => process.exit(0));
+  process.stdout.write(`${JSON.stringify({ ...result, sqlite_driver: sqliteDriver, sqlite_writer: sqliteWriter })}\n`, () => process.exit(0));
   await new Promise(() => {}); // the write's callback exits
 }
 
@@ -505,8 +516,9 @@ async function freshRound(sc, kind) {
     );
     child.stderr.pipe(process.stderr);
   });
-  const { sqlite_driver, ...result } = JSON.parse(stdout.trim().split("\n").pop());
+  const { sqlite_driver, sqlite_writer, ...result } = JSON.parse(stdout.trim().split("\n").pop());
   if (sqlite_driver !== "unknown") sqliteDriver = sqlite_driver;
+  if (sqlite_writer !== undefined && sqlite_writer !== "unknown") sqliteWriter = sqlite_writer;
   return result;
 }
 
@@ -594,4 +606,4 @@ for (const r of results.filter((x) => x.otlp)) {
 }
 if (skipped.length > 0) process.stdout.write(`\nskipped: ${skipped.join(", ")} (${pgMissing})\n`);
 const pgNote = selected.some((sc) => sc.pg) && !pgMissing ? `, PostgreSQL stores at ${new URL((await split()).PG_URL).host}` : "";
-process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, SQLite store on ${sqliteDriver}${pgNote}, ${new Date().toISOString()}\n`);
+process.stdout.write(`\nnode ${process.version}, ${os.cpus().length} cores, SQLite store on ${sqliteDriver} (writes ${sqliteWriter}, FABRIC_SQLITE_WRITER)${pgNote}, ${new Date().toISOString()}\n`);
