@@ -187,6 +187,13 @@ function allocations(profile, top) {
   print("builtins by their caller", callers);
 }
 
+/** Adds one object of `size` bytes to the group `key` of `map`. */
+function tally(map, key, size) {
+  const g = map.get(key) ?? map.set(key, { count: 0, size: 0 }).get(key);
+  g.count++;
+  g.size += size;
+}
+
 /** Self size and count per (type, name) of a .heapsnapshot; strings grouped by their first 60 characters. */
 function summarize(file, top) {
   const snap = JSON.parse(readFileSync(file, "utf8"));
@@ -207,15 +214,8 @@ function summarize(file, top) {
     total += size;
     const name = strings[nodes[i + NAME]];
     const key = `${type}\t${type === "string" || type === "concatenated string" || type === "sliced string" ? "(string)" : name}`;
-    const g = groups.get(key) ?? groups.set(key, { count: 0, size: 0 }).get(key);
-    g.count++;
-    g.size += size;
-    if (type === "string") {
-      const prefix = JSON.stringify(name.slice(0, 60).replace(/[0-9a-z]{16,}/g, "~").replace(/\d+/g, "#"));
-      const s = stringGroups.get(prefix) ?? stringGroups.set(prefix, { count: 0, size: 0 }).get(prefix);
-      s.count++;
-      s.size += size;
-    }
+    tally(groups, key, size);
+    if (type === "string") tally(stringGroups, JSON.stringify(name.slice(0, 60).replace(/[0-9a-z]{16,}/g, "~").replace(/\d+/g, "#")), size);
   }
   const print = (title, map) => {
     console.log(`\n${title}`);
@@ -240,10 +240,7 @@ function summarize(file, top) {
         const at = (e + k) * ewidth;
         if (edgeTypes[snap.edges[at + ETYPE]] === "property") names.push(strings[snap.edges[at + ENAME]]);
       }
-      const key = `{${names.join(",")}}`;
-      const g = shapes.get(key) ?? shapes.set(key, { count: 0, size: 0 }).get(key);
-      g.count++;
-      g.size += nodes[i + SIZE];
+      tally(shapes, `{${names.join(",")}}`, nodes[i + SIZE]);
     }
     e += count;
   }

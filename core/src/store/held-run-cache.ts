@@ -36,6 +36,7 @@ export class HeldRunCache implements RunStore {
 
   constructor(private readonly inner: RunStore & { shared: SharedRunStore }) {
     this.shared = inner.shared;
+    this.listOpenNodeRuns = inner.listOpenNodeRuns?.bind(inner);
   }
 
   /** Forgets what is kept of runs this coordinator lost (another took them over). */
@@ -120,6 +121,9 @@ export class HeldRunCache implements RunStore {
   listNodeRuns(runId: string): Promise<NodeRunRecord[]> {
     return this.inner.listNodeRuns(runId);
   }
+
+  /** The store's own, when it has one: the engine filters `listNodeRuns` only for a store without it. */
+  readonly listOpenNodeRuns?: (runId: string) => Promise<NodeRunRecord[]>;
 
   findChild(runId: string, parentNodeRunId: string, idempotencyKey: string): Promise<NodeRunRecord | undefined> {
     return this.inner.findChild(runId, parentNodeRunId, idempotencyKey);

@@ -416,7 +416,7 @@ export class SqliteRunStore implements RunStore {
     // IMMEDIATE takes the write lock at BEGIN: should another connection be writing the file (a maintenance tool),
     // this waits for busy_timeout there instead of failing midway on a lock upgrade.
     this.writeTx = db.transaction((rows: WriteRows) => writeRows(this.stmt.write, rows)).immediate;
-    this.claimTx = db.transaction((o: ClaimOptions) => this.claimNow(o)).immediate;
+    this.claimTx = db.transaction((o: ClaimOptions) => this.stmt.claim.all(claimParameters(o)) as NodeRunRow[]).immediate;
     const mode = chooseSqliteWriter(options.path, options.writer);
     this.thread = mode === "thread" ? new SqliteWriterThread({ file: options.path, driver: db.driver, nativeBinding: options.nativeBinding, sql: WRITE_SQL }) : undefined;
   }
@@ -596,13 +596,9 @@ export class SqliteRunStore implements RunStore {
     this.nodeRunRows.set(row.node_run_id, row);
   }
 
-  private claimNow(o: ClaimOptions): NodeRunRow[] {
-    return this.stmt.claim.all(claimParameters(o)) as NodeRunRow[];
-  }
-
   /** Applies a batch in one transaction and returns its events with their seq, in batch order. */
   async apply(batch: WriteBatch): Promise<RunEvent[]> {
-    if (!this.thread) return this.applyHere(batch);
+    if (!this.thread) return this.applyOnce(batch);
     const runs = runsOfBatch(batch);
     for (;;) {
       const earlier: Promise<void>[] = [];
@@ -613,7 +609,7 @@ export class SqliteRunStore implements RunStore {
       if (earlier.length === 0) break;
       await Promise.all(earlier);
     }
-    const done = this.applyOnThread(batch);
+    const done = this.applyOnce(batch);
     const settled = done.then(
       () => undefined,
       () => undefined,
@@ -630,28 +626,16 @@ export class SqliteRunStore implements RunStore {
     return this.thread ? 2 : 1;
   }
 
-  private applyHere(batch: WriteBatch): RunEvent[] {
+  /** Serializes a batch, commits it (here, or on the writer thread), then brings the caches in line. */
+  private async applyOnce(batch: WriteBatch): Promise<RunEvent[]> {
     let applied: Applied;
     try {
       const prepared = this.serialize(batch);
-      this.writeTx(prepared.rows);
+      if (this.thread) await this.thread.write(prepared.rows);
+      else this.writeTx(prepared.rows);
       applied = prepared.applied;
     } catch (err) {
       // Nothing was written; dropping the seq cache also heals it should another process have written the file.
-      this.nextSeq.clear();
-      throw err;
-    }
-    this.remember(batch, applied);
-    return applied.events;
-  }
-
-  private async applyOnThread(batch: WriteBatch): Promise<RunEvent[]> {
-    let applied: Applied;
-    try {
-      const prepared = this.serialize(batch);
-      await this.thread!.write(prepared.rows);
-      applied = prepared.applied;
-    } catch (err) {
       this.nextSeq.clear();
       throw err;
     }

@@ -86,6 +86,19 @@ describe("HeldRunCache", () => {
     expect((await cacheA.getRun(run.run_id))!.state).toBe("completed");
   });
 
+  it("lists a run's open NodeRuns with the store's own query, so the engine never reads the ended ones", async () => {
+    const [a] = await two();
+    const cache = new HeldRunCache(a);
+    const run = makeRun({ state: "running" });
+    const open = makeNodeRun({ run_id: run.run_id, node_run_id: run.run.root_node_run_id });
+    const ended = makeNodeRun({ run_id: run.run_id, parent_node_run_id: open.node_run_id, depth: 1, state: "completed" });
+    await cache.apply({ runs: [run], nodeRuns: [open, ended], events: [makeEvent(run.run_id, { type: "run_started", data: {} })] });
+    // Without it, the engine would fall back to listNodeRuns and parse every NodeRun of the run.
+    expect(cache.listOpenNodeRuns).toBeTypeOf("function");
+    expect(await cache.listOpenNodeRuns!(run.run_id)).toEqual([open]);
+    expect(await a.listOpenNodeRuns(run.run_id)).toEqual([open]);
+  });
+
   it("answers an ended run from memory: it never changes again", async () => {
     const [a, , schema] = await two();
     const cache = new HeldRunCache(a);
