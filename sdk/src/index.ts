@@ -14,6 +14,7 @@ export { readResponseBytes, ResponseTooLargeError } from "./response-body.js";
 export { networkFailureOf, networkFailureCause, upstreamUnavailable, upstreamUnavailableError, upstreamTimeoutError, UPSTREAM_UNAVAILABLE } from "./network-failure.js";
 export type { NetworkFailure, NetworkFailureReason, NetworkTarget } from "./network-failure.js";
 export { OPENAPI_EXTENSION } from "./http-operation-types.js";
+export { clientCredentialsToken, forgetOAuthTokens, type ClientCredentials } from "./oauth2-client-credentials.js";
 export {
   buildOperationRequest,
   callHttpOperation,
@@ -25,6 +26,18 @@ export {
   type OperationRequest,
   type OperationRequestOptions,
 } from "./http-operation.js";
+export {
+  HEADER_VALUE_PATTERN,
+  BASE64_PATTERN,
+  FORBIDDEN_PATH_VALUES,
+  INPUT_RULE_PATTERNS,
+  isHeaderValue,
+  isBase64Text,
+  isDotSegment,
+  parameterRules,
+  base64Rules,
+  type SchemaRules,
+} from "./operation-input-rules.js";
 export type { HttpOperationDescriptor, OperationBody, OperationParameter, OperationSecurityScheme, OperationServer, ParameterStyle } from "./http-operation-types.js";
 export type {
   AtomicContext,
