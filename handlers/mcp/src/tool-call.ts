@@ -1,0 +1,276 @@
+/**
+ * One call of an MCP tool as one execution of a NodeRun: connect (Streamable HTTP through the executor's egress
+ * policy, or the operator's shared stdio server), check the tool's definition against the pinned hash, call it
+ * within the node type's time-out, and turn the answer into outputs or a HandlerError:
+ * - `isError: true` → `tool_error`, not retryable (the tool ran and said no);
+ * - a JSON-RPC error or an answer that is not MCP → `upstream_protocol_error`, not retryable;
+ * - the server unreachable or gone → `upstream_unavailable`, retryable when nothing was sent yet or the tool is
+ *   read-only or idempotent;
+ * - no answer within the node type's time-out → `upstream_timeout` (the SDK's own 60-second default never applies);
+ * - the tool changed since the node type was made → `tool_definition_changed`, not retryable.
+ */
+import { clientCredentialsToken, HandlerError, networkFailureOf, type AtomicContext, type HandlerEgress, type JsonObject } from "@nodefabric/sdk";
+import { Client, ProtocolError, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type VersionNegotiationMode } from "@modelcontextprotocol/client";
+import type { McpConfig, ProtocolMode } from "./mcp-config.js";
+import { operatorStdioServers, type StdioServerPool } from "./stdio-servers.js";
+import { toolDefinitionHash, type McpTool } from "./tool-definition.js";
+
+/** What this client says it is. */
+export const CLIENT_INFO = { name: "nodefabric-mcp-call", version: "0.1.0" } as const;
+
+function negotiation(mode: ProtocolMode): VersionNegotiationMode {
+  return mode;
+}
+
+function nameOf(ctx: AtomicContext): string {
+  return `${ctx.nodeType.node_type_id}@${ctx.nodeType.version}`;
+}
+
+/** Time left for this execution: the node type's time-out as the executor set the deadline. */
+function remainingMs(ctx: AtomicContext): number {
+  return Math.max(1, ctx.deadline - Date.now());
+}
+
+function egressOf(ctx: AtomicContext): HandlerEgress {
+  const egress = (ctx as Partial<Pick<AtomicContext, "egress">>).egress;
+  if (!egress || typeof egress.fetch !== "function" || typeof egress.secretFor !== "function") {
+    throw new HandlerError("invalid_configuration", "this executor gives handlers no ctx.egress; @nodefabric/handler-mcp needs a newer @nodefabric/core", { retryable: false });
+  }
+  return egress;
+}
+
+/** The headers sent to `url`: the node type's plain headers, then its secrets, each only for a host it is bound to. */
+async function headersFor(config: McpConfig, url: URL, ctx: AtomicContext, egress: HandlerEgress): Promise<Record<string, string>> {
+  const headers: Record<string, string> = Object.fromEntries(config.headers);
+  const secret = (name: string, field: string, host: URL = url): string => {
+    let value: string | undefined;
+    try {
+      value = egress.secretFor(name, host);
+    } catch (err) {
+      if (!HandlerError.is(err)) throw err;
+      throw new HandlerError(err.code, `${nameOf(ctx)}: nodefabric.mcp.${field}: ${err.message}`, { retryable: false, details: { ...err.details, field: `nodefabric.mcp.${field}` } });
+    }
+    if (value === undefined) {
+      throw new HandlerError("invalid_configuration", `${nameOf(ctx)}: nodefabric.mcp.${field} names the secret ${name}, which this executor does not have (FABRIC_SECRET_${name})`, {
+        retryable: false,
+        details: { field: `nodefabric.mcp.${field}`, secret: name },
+      });
+    }
+    return value;
+  };
+  for (const s of config.secretHeaders) headers[s.header] = s.prefix + secret(s.secret, `secret_headers.${s.header}`);
+  if (config.oauth2) {
+    // The client id and secret go to the token endpoint: they must be bound to its host.
+    const tokenUrl = new URL(config.oauth2.tokenUrl);
+    const token = await clientCredentialsToken({
+      tokenUrl,
+      clientId: secret(config.oauth2.clientIdSecret, "oauth2.client_id_secret", tokenUrl),
+      clientSecret: secret(config.oauth2.clientSecretSecret, "oauth2.client_secret_secret", tokenUrl),
+      scopes: config.oauth2.scopes,
+      fetch: egress.fetch,
+    });
+    headers.authorization = `Bearer ${token}`;
+  }
+  return headers;
+}
+
+/** Walks `err`'s causes for the first HandlerError (the executor's egress fetch throws them). */
+function handlerErrorIn(err: unknown, depth = 0): HandlerError | undefined {
+  if (depth > 8 || typeof err !== "object" || err === null) return undefined;
+  if (HandlerError.is(err)) return err;
+  return handlerErrorIn((err as { cause?: unknown }).cause, depth + 1);
+}
+
+type Phase = "connect" | "list" | "call";
+
+/** The HandlerError of a failure of `phase`, for `config`. */
+export function mapFailure(err: unknown, phase: Phase, config: McpConfig, ctx: AtomicContext): unknown {
+  if (ctx.signal.aborted) return err;
+  const target = config.url ?? `stdio server ${config.server}`;
+  const where = `${nameOf(ctx)}: MCP server ${target}`;
+  // Nothing reached the tool before tools/call was sent; afterwards, only a read-only or idempotent tool may run twice.
+  const mayRetry = phase !== "call" || config.retrySafe;
+  const found = handlerErrorIn(err);
+  if (found) {
+    if (found.code === "upstream_unavailable" || found.code === "upstream_timeout") {
+      const reason = found.details?.reason;
+      const nothingSent = reason === "connection_refused" || reason === "dns_failure";
+      return new HandlerError(found.code, `${where}: ${found.message}`, { retryable: nothingSent || mayRetry, details: { ...found.details, phase }, cause: found });
+    }
+    return found;
+  }
+  const network = networkFailureOf(err);
+  if (network) {
+    const nothingSent = network.reason === "connection_refused" || network.reason === "dns_failure";
+    return new HandlerError("upstream_unavailable", `${where} is unreachable (${network.reason}: ${network.message})`, {
+      retryable: nothingSent || mayRetry,
+      details: { reason: network.reason, code: network.code, phase },
+      cause: err,
+    });
+  }
+  if (err instanceof ProtocolError) {
+    return new HandlerError("upstream_protocol_error", `${where} answered ${phase === "call" ? "tools/call" : phase === "list" ? "tools/list" : "the handshake"} with a JSON-RPC error ${err.code}: ${err.message}`, {
+      retryable: false,
+      details: { mcp_code: err.code, ...(err.data === undefined ? {} : { mcp_data: err.data as unknown }), phase },
+    });
+  }
+  if (err instanceof SdkError) {
+    const data = err.data as { status?: number } | undefined;
+    switch (err.code) {
+      case SdkErrorCode.RequestTimeout:
+        return new HandlerError("upstream_timeout", `${where} did not answer ${phase === "call" ? `tools/call ${config.tool}` : phase} within the node type's time-out`, {
+          retryable: mayRetry,
+          details: { phase },
+        });
+      case SdkErrorCode.ConnectionClosed:
+      case SdkErrorCode.SendFailed:
+      case SdkErrorCode.NotConnected:
+        return new HandlerError("upstream_unavailable", `${where} closed the connection (${err.message})`, { retryable: mayRetry, details: { reason: "connection_reset", phase } });
+      case SdkErrorCode.ClientHttpAuthentication:
+      case SdkErrorCode.ClientHttpForbidden:
+        return new HandlerError("upstream_unauthorized", `${where} refused the credentials of ${nameOf(ctx)} (HTTP ${data?.status ?? "401/403"}): check its secrets`, {
+          retryable: false,
+          details: { status: data?.status, phase },
+        });
+      default: {
+        const status = typeof data?.status === "number" ? data.status : undefined;
+        if (status !== undefined && (status >= 500 || status === 429)) {
+          return new HandlerError("upstream_unavailable", `${where} answered HTTP ${status}`, { retryable: mayRetry, details: { status, phase } });
+        }
+        return new HandlerError("upstream_protocol_error", `${where}: ${err.message}`, { retryable: false, details: { sdk_code: err.code, ...(status ? { status } : {}), phase } });
+      }
+    }
+  }
+  if (err instanceof Error && (err.name === "ZodError" || /invalid|parse|unexpected/i.test(err.message))) {
+    return new HandlerError("upstream_protocol_error", `${where} answered something that is not MCP: ${err.message}`, { retryable: false, details: { phase } });
+  }
+  return err;
+}
+
+/** A connected client and how to let go of it (a shared stdio client is kept). */
+interface Connection {
+  client: Client;
+  release(): Promise<void>;
+}
+
+async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Connection> {
+  const egress = egressOf(ctx);
+  const url = new URL(config.url!);
+  const headers = await headersFor(config, url, ctx, egress);
+  const client = new Client(CLIENT_INFO, { versionNegotiation: { mode: negotiation(config.protocol), probe: { timeoutMs: remainingMs(ctx) } } });
+  // Every connection goes through the egress policy (the address is checked when it connects), redirects stay on
+  // the server's origin (the SDK's default), and only the headers of the node type's configuration are sent: never
+  // the caller's own token, which the executor does not even hold.
+  const transport = new StreamableHTTPClientTransport(url, { fetch: egress.fetch, requestInit: { headers } });
+  try {
+    await client.connect(transport, { timeout: remainingMs(ctx), signal: ctx.signal });
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    throw mapFailure(err, "connect", config, ctx);
+  }
+  return {
+    client,
+    release: async () => {
+      if (transport.sessionId) await transport.terminateSession().catch(() => undefined);
+      await client.close().catch(() => undefined);
+    },
+  };
+}
+
+async function connectStdio(config: McpConfig, ctx: AtomicContext, pool: StdioServerPool): Promise<Connection> {
+  try {
+    const client = await pool.client(config.server!, async (transport) => {
+      const c = new Client(CLIENT_INFO, { versionNegotiation: { mode: negotiation(config.protocol), probe: { timeoutMs: Math.min(remainingMs(ctx), 5_000) } } });
+      try {
+        await c.connect(transport, { timeout: remainingMs(ctx) });
+      } catch (err) {
+        await c.close().catch(() => undefined);
+        throw err;
+      }
+      return c;
+    });
+    return { client, release: async () => undefined };
+  } catch (err) {
+    throw mapFailure(err, "connect", config, ctx);
+  }
+}
+
+/** Finds the tool on the server and compares its definition with the node type's pin. */
+async function checkPin(client: Client, config: McpConfig, ctx: AtomicContext): Promise<McpTool> {
+  let tools: McpTool[];
+  try {
+    tools = (await client.listTools(undefined, { timeout: remainingMs(ctx), signal: ctx.signal, cacheMode: "refresh" })).tools as McpTool[];
+  } catch (err) {
+    throw mapFailure(err, "list", config, ctx);
+  }
+  const tool = tools.find((t) => t.name === config.tool);
+  if (!tool) {
+    throw new HandlerError("tool_definition_changed", `${nameOf(ctx)}: the MCP server no longer offers the tool ${config.tool}; import the server again to review what it offers now`, {
+      retryable: false,
+      details: { tool: config.tool, expected: config.toolHash, actual: null },
+    });
+  }
+  const actual = toolDefinitionHash(tool);
+  if (actual !== config.toolHash) {
+    throw new HandlerError(
+      "tool_definition_changed",
+      `${nameOf(ctx)}: the MCP tool ${config.tool} changed on the server since this node type was made from it (its definition hash is ${actual}, not ${config.toolHash}); ` +
+        "it is not called. Import the server again to publish a new version after reviewing the change",
+      { retryable: false, details: { tool: config.tool, expected: config.toolHash, actual } },
+    );
+  }
+  return tool;
+}
+
+/** The text of a result's text blocks, for an error message. */
+function textOf(result: CallToolResult): string {
+  const texts = (result.content ?? []).flatMap((b) => (b.type === "text" && typeof b.text === "string" ? [b.text] : []));
+  const joined = texts.join("\n").trim();
+  return joined.length > 500 ? `${joined.slice(0, 500)}…` : joined;
+}
+
+/** Runs one execution: calls the tool `config` names with `inputs`. */
+export async function callMcpTool(config: McpConfig, inputs: JsonObject, ctx: AtomicContext, pool?: StdioServerPool): Promise<JsonObject> {
+  const connection = config.url ? await connectHttp(config, ctx) : await connectStdio(config, ctx, pool ?? operatorStdioServers());
+  try {
+    const tool = config.toolHash ? await checkPin(connection.client, config, ctx) : undefined;
+    let result: CallToolResult;
+    try {
+      const timeout = remainingMs(ctx);
+      result = (await connection.client.callTool(
+        { name: config.tool, arguments: inputs },
+        {
+          timeout,
+          maxTotalTimeout: timeout,
+          signal: ctx.signal,
+          onprogress: (p) => ctx.log.info({ progress: p.progress, total: p.total, message: p.message }, "mcp progress"),
+          ...(tool ? { toolDefinition: tool as never } : {}),
+        },
+      )) as CallToolResult;
+    } catch (err) {
+      throw mapFailure(err, "call", config, ctx);
+    }
+    if (result.isError) {
+      const text = textOf(result);
+      throw new HandlerError("tool_error", `${nameOf(ctx)}: the MCP tool ${config.tool} reported an error${text ? `: ${text}` : ""}`, {
+        retryable: false,
+        details: { tool: config.tool, content: result.content as unknown, ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent as unknown }) },
+      });
+    }
+    if (config.output === "structured") {
+      const sc = result.structuredContent;
+      if (typeof sc !== "object" || sc === null || Array.isArray(sc)) {
+        throw new HandlerError("upstream_protocol_error", `${nameOf(ctx)}: the MCP tool ${config.tool} declares an outputSchema but answered without a structuredContent object`, {
+          retryable: false,
+          details: { tool: config.tool, content: result.content as unknown },
+        });
+      }
+      return sc as JsonObject;
+    }
+    const outputs: JsonObject = { content: (result.content ?? []) as unknown as JsonObject[] };
+    if (result.structuredContent !== undefined) outputs.structuredContent = result.structuredContent as JsonObject;
+    return outputs;
+  } finally {
+    await connection.release();
+  }
+}

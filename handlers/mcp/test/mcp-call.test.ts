@@ -1,0 +1,192 @@
+/**
+ * mcp.call through a whole fabric, against a real MCP server built with the official server SDK on loopback: node
+ * types published in the registry, run through the gateway, executed by the atomic executor. What a user sees: the
+ * Run's state, outputs and error (code, retryable), and what reached the MCP server.
+ */
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { fromJsonSchema, type McpServer } from "@modelcontextprotocol/server";
+import { toolDefinitionHash } from "../src/index.js";
+import { errorOf, mcpBacked, openFabric, outputsOf, startMcpServer, type McpTestServer, type TestFabric } from "./mcp-fixtures.js";
+
+const ADD_TOOL = {
+  name: "add",
+  description: "Adds two numbers",
+  inputSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] },
+  outputSchema: { type: "object", properties: { sum: { type: "number" } }, required: ["sum"] },
+  annotations: { readOnlyHint: true },
+};
+
+function registerTools(server: McpServer): void {
+  server.registerTool(
+    "add",
+    { description: ADD_TOOL.description, inputSchema: fromJsonSchema(ADD_TOOL.inputSchema as never), outputSchema: fromJsonSchema(ADD_TOOL.outputSchema as never), annotations: ADD_TOOL.annotations },
+    async (args: any) => ({ content: [{ type: "text", text: String(args.a + args.b) }], structuredContent: { sum: args.a + args.b } }),
+  );
+  server.registerTool("echo", { description: "Echoes its text", inputSchema: fromJsonSchema({ type: "object", properties: { text: { type: "string" } }, required: ["text"] } as never) }, async (args: any) => ({
+    content: [{ type: "text", text: `echo: ${args.text}` }],
+  }));
+  server.registerTool("refuse", { description: "Always reports an error", inputSchema: fromJsonSchema({ type: "object" } as never) }, async () => ({
+    isError: true,
+    content: [{ type: "text", text: "the account is locked" }],
+  }));
+  server.registerTool("slow", { description: "Answers after ms milliseconds", inputSchema: fromJsonSchema({ type: "object", properties: { ms: { type: "number" } } } as never) }, async (args: any, ctx: any) => {
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(resolve, args.ms ?? 5_000);
+      ctx?.mcpReq?.signal?.addEventListener?.("abort", () => {
+        clearTimeout(t);
+        reject(new Error("aborted"));
+      });
+    });
+    return { content: [{ type: "text", text: "done" }] };
+  });
+}
+
+describe("mcp.call over Streamable HTTP", () => {
+  let server: McpTestServer;
+  let f: TestFabric;
+
+  beforeAll(async () => {
+    server = await startMcpServer(registerTools);
+    f = await openFabric({ flags: { executor: { egress: { allow_cidrs: ["127.0.0.1/32"] }, secret_hosts: { MCP_TOKEN: [new URL(server.url).host], OTHER_TOKEN: ["api.example.com"] } } }, secrets: { MCP_TOKEN: "s3cret", OTHER_TOKEN: "elsewhere" } });
+  }, 60_000);
+  afterAll(async () => {
+    await f?.close();
+    await server?.close();
+  });
+
+  it("runs a tool with an outputSchema: its structuredContent is the outputs", async () => {
+    await f.publish(
+      mcpBacked("t.add", { url: server.url, tool: "add", tool_hash: toolDefinitionHash(ADD_TOOL as never), output: "structured", retry_safe: true }, {
+        input_schema: ADD_TOOL.inputSchema,
+        output_schema: ADD_TOOL.outputSchema,
+      }),
+    );
+    const run = await f.run("t.add", { a: 2, b: 3 });
+    expect(run.state, JSON.stringify(errorOf(run))).toBe("completed");
+    expect(outputsOf(run)).toEqual({ sum: 5 });
+  });
+
+  it("runs a tool without an outputSchema: the outputs are its content blocks", async () => {
+    await f.publish(mcpBacked("t.echo", { url: server.url, tool: "echo" }));
+    const run = await f.run("t.echo", { text: "hi" });
+    expect(run.state, JSON.stringify(errorOf(run))).toBe("completed");
+    expect(outputsOf(run)).toEqual({ content: [{ type: "text", text: "echo: hi" }] });
+  });
+
+  it("negotiates the protocol: auto speaks 2026-07-28 to a server that offers it, legacy the 2025 handshake, with the same result", async () => {
+    await f.publish(mcpBacked("t.echo-auto", { url: server.url, tool: "echo", protocol: "auto" }));
+    await f.publish(mcpBacked("t.echo-legacy", { url: server.url, tool: "echo", protocol: "legacy" }));
+    const before = server.methods.length;
+    const modern = await f.run("t.echo-auto", { text: "a" });
+    const modernMethods = server.methods.slice(before);
+    const mid = server.methods.length;
+    const legacy = await f.run("t.echo-legacy", { text: "a" });
+    const legacyMethods = server.methods.slice(mid);
+    expect(outputsOf(modern)).toEqual(outputsOf(legacy));
+    expect(modernMethods).toContain("server/discover");
+    expect(modernMethods).not.toContain("initialize");
+    expect(legacyMethods).toContain("initialize");
+    expect(legacyMethods).not.toContain("server/discover");
+  });
+
+  it("fails with tool_error, not retried, when the tool reports isError", async () => {
+    await f.publish(mcpBacked("t.refuse", { url: server.url, tool: "refuse" }));
+    const run = await f.run("t.refuse", {});
+    expect(run.state).toBe("failed");
+    expect(errorOf(run).code).toBe("tool_error");
+    expect(errorOf(run).retryable).toBe(false);
+    expect(errorOf(run).message).toContain("the account is locked");
+  });
+
+  it("fails with upstream_protocol_error when the server answers with a JSON-RPC error", async () => {
+    await f.publish(mcpBacked("t.missing", { url: server.url, tool: "no-such-tool" }));
+    const run = await f.run("t.missing", {});
+    expect(run.state).toBe("failed");
+    expect(errorOf(run).code).toBe("upstream_protocol_error");
+    expect(errorOf(run).retryable).toBe(false);
+  });
+
+  it("fails with tool_definition_changed, without calling the tool, when the tool is not the one pinned", async () => {
+    const reviewed = { ...ADD_TOOL, description: "Adds two numbers (as reviewed)" };
+    await f.publish(mcpBacked("t.add-pinned", { url: server.url, tool: "add", tool_hash: toolDefinitionHash(reviewed as never), output: "structured" }));
+    const before = server.methods.length;
+    const run = await f.run("t.add-pinned", { a: 1, b: 1 });
+    expect(run.state).toBe("failed");
+    expect(errorOf(run).code).toBe("tool_definition_changed");
+    expect(errorOf(run).retryable).toBe(false);
+    expect(server.methods.slice(before)).not.toContain("tools/call");
+  });
+
+  it("stops waiting at the node type's time-out, not the SDK's 60 seconds", async () => {
+    await f.publish(mcpBacked("t.slow", { url: server.url, tool: "slow" }, { extensions: { "nodefabric.implementation": { node_type_id: "mcp.call", version: "1.0.0" }, "nodefabric.mcp": { url: server.url, tool: "slow" }, "nodefabric.timeout_ms": 500, "nodefabric.retry": { max_attempts: 1 } } }));
+    const started = Date.now();
+    const run = await f.run("t.slow", { ms: 10_000 });
+    expect(run.state).toBe("failed");
+    expect(["upstream_timeout", "timeout"]).toContain(errorOf(run).code);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("sends the executor's secret, bound to the server's host, and never the caller's own token", async () => {
+    await f.publish(mcpBacked("t.echo-auth", { url: server.url, tool: "echo", secret_headers: { authorization: { secret: "MCP_TOKEN", prefix: "Bearer " } } }));
+    const before = server.seen.length;
+    const r = await fetch(`${f.gateway}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json", prefer: "wait=20", authorization: "Bearer caller-token" },
+      body: JSON.stringify({ root_node_type_ref: { node_type_id: "t.echo-auth", version: "1.0.0" }, input: { text: "x" } }),
+    });
+    const run = (await r.json()) as any;
+    expect(run.state, JSON.stringify(run)).toBe("completed");
+    const auths = server.seen.slice(before).map((h) => h.authorization);
+    expect(auths.length).toBeGreaterThan(0);
+    expect(new Set(auths)).toEqual(new Set(["Bearer s3cret"]));
+  });
+
+  it("refuses to send a secret to a server whose host the operator did not bind it to", async () => {
+    await f.publish(mcpBacked("t.echo-other", { url: server.url, tool: "echo", secret_headers: { authorization: { secret: "OTHER_TOKEN", prefix: "Bearer " } } }));
+    const before = server.seen.length;
+    const run = await f.run("t.echo-other", { text: "x" });
+    expect(run.state).toBe("failed");
+    expect(errorOf(run).code).toBe("egress_denied");
+    expect(server.seen.length).toBe(before);
+  });
+
+  it("refuses a node type that would make the executor start a command", async () => {
+    await f.publish(mcpBacked("t.spawn", { server: "x", tool: "y", command: "/bin/sh", args: ["-c", "touch /tmp/pwned"] }));
+    const run = await f.run("t.spawn", {});
+    expect(run.state).toBe("failed");
+    expect(errorOf(run).code).toBe("stdio_not_allowed");
+  });
+});
+
+describe("mcp.call when the server is away, or not allowed", () => {
+  it("fails with the retryable upstream_unavailable when nothing listens", async () => {
+    const gone = await startMcpServer(registerTools);
+    const url = gone.url;
+    await gone.close();
+    const f = await openFabric();
+    try {
+      await f.publish(mcpBacked("t.gone", { url, tool: "echo" }, { extensions: { "nodefabric.implementation": { node_type_id: "mcp.call", version: "1.0.0" }, "nodefabric.mcp": { url, tool: "echo" }, "nodefabric.retry": { max_attempts: 2, initial_interval_ms: 10 } } }));
+      const run = await f.run("t.gone", { text: "x" });
+      expect(run.state).toBe("failed");
+      expect(errorOf(run).code).toBe("upstream_unavailable");
+      expect(errorOf(run).retryable).toBe(true);
+    } finally {
+      await f.close();
+    }
+  }, 30_000);
+
+  it("refuses a loopback server unless the operator's egress policy allows it", async () => {
+    const server = await startMcpServer(registerTools);
+    const f = await openFabric({ flags: { executor: { egress: {} } } });
+    try {
+      await f.publish(mcpBacked("t.private", { url: server.url, tool: "echo" }));
+      const run = await f.run("t.private", { text: "x" });
+      expect(run.state).toBe("failed");
+      expect(errorOf(run).code).toBe("egress_denied");
+      expect(server.methods).toEqual([]);
+    } finally {
+      await f.close();
+      await server.close();
+    }
+  }, 30_000);
+});
