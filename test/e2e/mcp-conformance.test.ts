@@ -1,0 +1,103 @@
+/**
+ * The official MCP conformance suite (@modelcontextprotocol/conformance, server leg) against a real `fabric dev`'s
+ * /mcp, in both protocol eras: the requirement sets of 2025-11-25 (stateful, initialize) and 2026-07-28 (stateless).
+ *
+ * Which scenarios apply to a tools-only server, and why the others do not, is data in support-mcp/scope.ts. Every
+ * scenario that applies passes. A reference server (server-everything) first proves the harness reads the suite's
+ * verdicts right, passes and failures alike.
+ *
+ *   npx vitest run test/e2e/mcp-conformance.test.ts
+ *
+ * The suite needs Node >= 22: it runs on Node 24 from `.ci/node.sh 24`, installed into ~/.cache/nodefabric-e2e.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SERVER_SCOPE, REVISIONS, type Revision } from "./support-mcp/scope.js";
+import { CONFORMANCE, ensureTool, requirementSet, runConformanceServer, summarize, type ConformanceRun, type ScenarioResult } from "./support-mcp/tools.js";
+import { startMcpFabric, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
+
+const SLOW = 300_000;
+
+describe("the harness, against a reference server (server-everything over Streamable HTTP)", () => {
+  let ref: ReferenceServer;
+  beforeAll(async () => {
+    await ensureTool(CONFORMANCE);
+    ref = await startServerEverything();
+  }, SLOW);
+  afterAll(async () => {
+    await ref?.stop();
+  });
+
+  it("runs every scenario of the 2025-11-25 requirement set, and reads passes and failures as the suite printed them", async () => {
+    const req = await requirementSet("2025-11-25");
+    const run = await runConformanceServer(ref.url, ["--requirements", "2025-11-25"]);
+    const expected = [...req.server, ...req.notScored.filter((n) => n.leg === "server").map((n) => n.scenario)];
+    expect([...run.scenarios.keys()].sort(), run.stdout).toEqual([...new Set(expected)].sort());
+    // What the suite's own summary says, scenario by scenario, is what the harness read from checks.json.
+    for (const r of run.scenarios.values()) {
+      const line = new RegExp(`^([✓✗]) ${r.scenario.replace(/[/-]/g, "\\$&")}: (\\d+) passed, (\\d+) failed`, "m").exec(run.stdout);
+      expect(line, r.scenario).not.toBeNull();
+      expect(line![1] === "✓", r.scenario).toBe(r.passed);
+      expect(Number(line![3]), r.scenario).toBe(r.failures.length);
+    }
+    // server-everything speaks the 2025 era, and has none of the suite's fixed fixture tools.
+    for (const s of ["server-initialize", "ping", "tools-list", "logging-set-level", "resources-list", "prompts-list", "server-sse-multiple-streams"]) {
+      expect(run.scenarios.get(s)?.passed, `${s}\n${summarize(run.scenarios.values())}`).toBe(true);
+    }
+    expect(run.scenarios.get("tools-call-image")?.failures.map((f) => f.errorMessage)).toEqual(["No image content found"]);
+    // The suite exits nonzero when a scored scenario fails.
+    expect(run.code).toBe(1);
+  }, SLOW);
+});
+
+describe("fabric dev's /mcp, under the official conformance suite", () => {
+  let f: McpFabric;
+  const runs = new Map<Revision, ConformanceRun>();
+
+  beforeAll(async () => {
+    await ensureTool(CONFORMANCE);
+    f = await startMcpFabric();
+    await waitForNodeTypes(f.fabric.urls["node-registry"], ["test_simple_text", "test_error_handling", "test_tool_with_progress", "conformance.step", "json_schema_2020_12_tool"]);
+  }, SLOW);
+  afterAll(async () => {
+    await f?.stop();
+  });
+
+  it("names a decision for every server scenario of both requirement sets", async () => {
+    for (const rev of REVISIONS) {
+      const req = await requirementSet(rev);
+      const named = [...req.server, ...req.notScored.filter((n) => n.leg === "server").map((n) => n.scenario)];
+      const undecided = named.filter((s) => !(s in SERVER_SCOPE));
+      expect(undecided, `scenarios of ${rev} with no decision in support-mcp/scope.ts`).toEqual([]);
+    }
+  }, SLOW);
+
+  for (const rev of REVISIONS) {
+    it(`passes every scenario of the ${rev} requirement set that applies to a tools-only server`, async () => {
+      const run = await runConformanceServer(f.mcp, ["--requirements", rev]);
+      runs.set(rev, run);
+      const report: string[] = [`$ ${run.command}  (exit ${run.code})`];
+      const failing: ScenarioResult[] = [];
+      for (const r of [...run.scenarios.values()].sort((a, b) => a.scenario.localeCompare(b.scenario))) {
+        const scope = SERVER_SCOPE[r.scenario];
+        if (!scope) {
+          failing.push(r);
+          continue;
+        }
+        if (!scope.applies) {
+          report.push(`n/a  ${r.scenario} (${r.passed ? "passes anyway" : "fails"}): ${scope.reason}`);
+          continue;
+        }
+        const failures = r.failures.filter((c) => !(scope.notApplicableChecks && c.id in scope.notApplicableChecks));
+        const verdict = failures.length === 0 && r.checks.length > 0;
+        report.push(`${verdict ? "PASS" : "FAIL"} ${r.scenario}${scope.reportOnly ? " [reported only]" : ""}`);
+        for (const c of failures) report.push(`       ✗ ${c.id}: ${(c.errorMessage ?? "").slice(0, 300)}`);
+        if (!verdict && !scope.reportOnly) failing.push({ ...r, failures });
+      }
+      console.log(`conformance ${rev} against ${f.mcp}\n${report.join("\n")}`);
+      expect(failing.map((r) => r.scenario), `${report.join("\n")}\n\nfabric output:\n${f.fabric.output().slice(-4000)}`).toEqual([]);
+      // Every scenario the set names ran (none silently missing from the results).
+      const req = await requirementSet(rev);
+      for (const s of req.server) expect(run.scenarios.has(s), `${s} did not run:\n${run.stdout.slice(-3000)}`).toBe(true);
+    }, SLOW);
+  }
+});
