@@ -24,7 +24,9 @@ import type { EgressOptions } from "./services/atomic-executor/egress-policy.js"
 import { assertListenAllowed, fabricSecurity, type FabricSecurity } from "./fabric-security.js";
 import { loadPlugins, storesFor, type LoadedPlugin } from "./plugin-loader.js";
 import type { PluginServiceContext, StoreFactory } from "./plugin.js";
+import type { ServiceTokens } from "./clients/service-tokens.js";
 import { observeService } from "./observe/observables.js";
+import { publish } from "./observe/channels.js";
 import { serviceLoggerOptions } from "./observe/service-logger.js";
 
 export interface RunningService {
@@ -97,8 +99,8 @@ export async function pluginsFor(config: FabricConfig, warn?: (message: string) 
   return loadPlugins({ plugins, discover: discover.map((d) => path.resolve(config.base_dir, d)), cwd: config.base_dir, warn, defaults });
 }
 
-/** What `fabric dev` serves whenever it is installed: the console, on the gateway at /console/. */
-export const DEV_DEFAULT_PLUGINS: readonly string[] = ["@nodefabric/plugin-console"];
+/** What `fabric dev` serves whenever it is installed: the console (/console/) and the MCP server (/mcp), on the gateway. */
+export const DEV_DEFAULT_PLUGINS: readonly string[] = ["@nodefabric/plugin-console", "@nodefabric/plugin-mcp"];
 
 /**
  * Opens a plugin's store of one kind when the configuration names a store URL and the plugin serving its scheme gives
@@ -132,10 +134,11 @@ function closesWith(app: FastifyInstance, store: { close(): Promise<void> } | un
  * What a service plugin is told about its fabric (`options.fabric`). Service URLs are looked up when asked: `local`
  * is the list of this process's services, which grows as each one listens.
  */
-export function pluginServiceContext(name: ServiceName, config: FabricConfig, local: LocalServices = [], app?: FastifyInstance, processServices: readonly ServiceName[] = [name]): PluginServiceContext {
+export function pluginServiceContext(name: ServiceName, config: FabricConfig, local: LocalServices = [], app?: FastifyInstance, processServices: readonly ServiceName[] = [name], tokens?: ServiceTokens): PluginServiceContext {
   const { mode, issuer, oidc } = config.auth;
   return {
     service: name,
+    serviceToken: async (target) => (tokens ? tokens.token(target) : undefined),
     processServices: [...processServices],
     observe: async () => (app ? observeService(app) : {}),
     serviceUrl: (n) => (local.find((s) => s.name === n)?.url ?? serviceUrl(config, n)).replace(/\/+$/, ""),
@@ -170,7 +173,7 @@ async function handlersFor(config: FabricConfig, definitions: readonly FabricDef
 export async function buildService(name: ServiceName, config: FabricConfig, local: LocalServices = [], security: FabricSecurity = fabricSecurity(config), options: StartFabricOptions = {}): Promise<FastifyInstance> {
   const plugins = options.plugins ?? (await pluginsFor(config));
   const app = await buildCoreService(name, config, local, security, options, plugins);
-  return withServicePlugins(app, name, plugins, pluginServiceContext(name, config, local, app, options.processServices));
+  return withServicePlugins(app, name, plugins, pluginServiceContext(name, config, local, app, options.processServices, security.forService(name).tokens));
 }
 
 async function buildCoreService(name: ServiceName, config: FabricConfig, local: LocalServices, security: FabricSecurity, options: StartFabricOptions, plugins: readonly LoadedPlugin[]): Promise<FastifyInstance> {
@@ -285,6 +288,7 @@ const START_ORDER: readonly ServiceName[] = ["node-registry", "pdp", "selection"
 
 /** Starts the named services (all seven by default) and resolves once every one listens. */
 export async function startFabric(config: FabricConfig, names: readonly ServiceName[] = SERVICE_NAMES, options: StartFabricOptions = {}): Promise<RunningFabric> {
+  const t0 = performance.now();
   const started: RunningService[] = [];
   const startOrder: RunningService[] = [];
   const close = async () => {
@@ -320,5 +324,6 @@ export async function startFabric(config: FabricConfig, names: readonly ServiceN
   started.sort((a, b) => SERVICE_NAMES.indexOf(a.name) - SERVICE_NAMES.indexOf(b.name));
   const urls: RunningFabric["urls"] = {};
   for (const s of started) urls[s.name] = s.url;
+  publish("fabricStarted", () => ({ services: started.length, duration_ms: performance.now() - t0 }));
   return { services: started, urls, plugins, close };
 }

@@ -66,6 +66,12 @@ export interface PluginServiceContext {
    * when a scrape comes; each field is there only on the services it applies to.
    */
   observe(): Promise<ObservedValues>;
+  /**
+   * A bearer token of this service's own for calling another service of the fabric (its usual scopes there), or
+   * undefined when authentication is disabled. A plugin acting for a caller (the MCP server reading the catalogue)
+   * uses it instead of forwarding the caller's token, which is meant for this service alone.
+   */
+  serviceToken?(target: ServiceName): Promise<string | undefined>;
   /** How callers authenticate (the `auth` configuration, without keys or secrets). */
   auth: {
     mode: AuthMode;

@@ -1,0 +1,118 @@
+/**
+ * The Run API as the MCP server uses it: every call goes through the gateway's own routes (fastify's `inject`), with
+ * the MCP caller's own headers. Authentication, scopes, tenants, validation, the PDP, budgets and approvals therefore
+ * apply exactly as they do to `POST /v1/runs`; the plugin never reaches into the engine or the stores, and a call on
+ * /mcp can do nothing its token could not do through the Run API.
+ */
+import type { FastifyInstance } from "fastify";
+import type { Run, RunEvent, RunStartRequest } from "@nodefabric/schemas";
+
+/** The headers that carry a caller's identity and trace to the gateway's routes. */
+export type CallerHeaders = Record<string, string>;
+
+/** What the gateway answered: its status and parsed body (an ErrorEnvelope when not 2xx). */
+export interface GatewayAnswer<T> {
+  status: number;
+  body: T;
+  headers: Record<string, string | string[] | number | undefined>;
+}
+
+export interface ErrorBody {
+  error?: { code?: string; message?: string; details?: unknown };
+}
+
+export const TERMINAL = new Set(["completed", "failed", "canceled"]);
+
+/** The identity and tracing headers of an incoming request worth passing on. */
+export function callerHeaders(headers: Record<string, string | string[] | undefined>): CallerHeaders {
+  const out: CallerHeaders = {};
+  for (const k of ["authorization", "traceparent", "tracestate"]) {
+    const v = headers[k];
+    if (typeof v === "string" && v !== "") out[k] = v;
+  }
+  return out;
+}
+
+const seg = encodeURIComponent;
+
+export class GatewayCalls {
+  constructor(private readonly app: FastifyInstance) {}
+
+  private async call<T>(method: "GET" | "POST", url: string, caller: CallerHeaders, body?: unknown, extra: Record<string, string> = {}): Promise<GatewayAnswer<T>> {
+    const res = await this.app.inject({
+      method,
+      url,
+      headers: { ...caller, ...extra, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
+    });
+    let parsed: unknown = undefined;
+    if (res.body !== "") {
+      try {
+        parsed = JSON.parse(res.body);
+      } catch {
+        parsed = { error: { code: "internal_error", message: res.body.slice(0, 200) } };
+      }
+    }
+    return { status: res.statusCode, body: parsed as T, headers: res.headers };
+  }
+
+  /** POST /v1/runs, held for up to `waitSeconds` (Prefer: wait) for the run's end. */
+  startRun(request: RunStartRequest, caller: CallerHeaders, waitSeconds: number): Promise<GatewayAnswer<Run & ErrorBody>> {
+    return this.call("POST", "/v1/runs", caller, request, waitSeconds > 0 ? { prefer: `wait=${waitSeconds}` } : {});
+  }
+
+  getRun(runId: string, caller: CallerHeaders): Promise<GatewayAnswer<Run & ErrorBody>> {
+    return this.call("GET", `/v1/runs/${seg(runId)}`, caller);
+  }
+
+  cancelRun(runId: string, caller: CallerHeaders): Promise<GatewayAnswer<Run & ErrorBody>> {
+    return this.call("POST", `/v1/runs/${seg(runId)}:cancel`, caller);
+  }
+
+  /** GET /v1/runs with the caller's identity (their tenant's runs only). */
+  listRuns(query: Record<string, string>, caller: CallerHeaders): Promise<GatewayAnswer<Run[] & ErrorBody>> {
+    const qs = new URLSearchParams(query).toString();
+    return this.call("GET", `/v1/runs${qs ? `?${qs}` : ""}`, caller);
+  }
+
+  /** The approvals waiting in a run. */
+  async pendingApprovals(runId: string, caller: CallerHeaders): Promise<{ approval_id: string; node_run_id?: string; reason?: string }[]> {
+    const res = await this.call<unknown>("GET", `/v1/approvals?run_id=${seg(runId)}&state=pending`, caller);
+    if (res.status !== 200 || !Array.isArray(res.body)) return [];
+    return res.body as { approval_id: string }[];
+  }
+
+  /**
+   * Follows a run's events (GET /v1/runs/{id}/events, follow) until the stream ends or `signal` aborts, calling
+   * `onEvent` for each. Resolves when the run's last event was seen (or the stream closed).
+   */
+  async followEvents(runId: string, caller: CallerHeaders, afterSeq: number | undefined, onEvent: (e: RunEvent) => void, signal: AbortSignal): Promise<void> {
+    const q = afterSeq !== undefined ? `&after_seq=${afterSeq}` : "";
+    const res = await this.app.inject({ method: "GET", url: `/v1/runs/${seg(runId)}/events?follow=true${q}`, headers: caller, payloadAsStream: true, signal } as never);
+    if (res.statusCode !== 200) return;
+    const stream = res.stream();
+    const stop = () => stream.destroy();
+    signal.addEventListener("abort", stop, { once: true });
+    let buf = "";
+    try {
+      for await (const chunk of stream) {
+        buf += typeof chunk === "string" ? chunk : (chunk as Buffer).toString("utf8");
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line === "") continue;
+          try {
+            onEvent(JSON.parse(line) as RunEvent);
+          } catch {
+            // a line that is not an event is skipped
+          }
+        }
+      }
+    } catch {
+      // aborted or closed: the caller reads the run's state next
+    } finally {
+      signal.removeEventListener("abort", stop);
+    }
+  }
+}

@@ -1,0 +1,195 @@
+/**
+ * /mcp on the Run Gateway: the route, its authentication (the gateway's own, as on every route), DNS-rebinding checks,
+ * the RFC 9728 protected-resource metadata, and the hand-over to the SDK's `createMcpHandler`, which serves both
+ * protocol eras. The SDK is loaded on the first request, so a fabric whose clients never use MCP does not pay for it.
+ */
+import { Readable } from "node:stream";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { FabricError, type PluginServiceContext } from "@nodefabric/core";
+import type * as Sdk from "@modelcontextprotocol/server";
+import { Catalogue } from "./catalogue.js";
+import { GatewayCalls, callerHeaders } from "./gateway-calls.js";
+import { serverFactory, type CallerInfo, type ServerDeps } from "./mcp-server.js";
+import { mcpSettings, type McpSettings } from "./settings.js";
+import { callerDigest } from "./tools.js";
+import { runTasks } from "./tasks.js";
+import { selectionSearch } from "./search.js";
+
+export interface McpRoutesOptions extends Partial<McpSettings> {
+  fabric: PluginServiceContext;
+  /** The version the server reports (the plugin's). */
+  serverVersion?: string;
+}
+
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
+
+interface Served {
+  sdk: typeof Sdk;
+  handler: Sdk.McpHttpHandler;
+  deps: ServerDeps;
+}
+
+function hostnameOf(url: string): string | undefined {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sends a web-standard Response through fastify (a streamed body, such as SSE, as a stream). */
+function sendWeb(reply: FastifyReply, res: Response): FastifyReply {
+  reply.code(res.status);
+  res.headers.forEach((value, key) => {
+    if (key !== "content-length" && key !== "transfer-encoding") reply.header(key, value);
+  });
+  if (!res.body) return reply.send();
+  return reply.send(Readable.fromWeb(res.body as never));
+}
+
+export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions): Promise<void> {
+  const settings = mcpSettings(options);
+  const fabric = options.fabric;
+  const path = settings.path;
+  const metadataPath = `/.well-known/oauth-protected-resource${path}`;
+  const authOn = fabric.auth.mode !== "disabled";
+  const gatewayUrl = () => fabric.serviceUrl("run-gateway");
+  const calls = new GatewayCalls(app);
+
+  let served: Promise<Served> | undefined;
+  let poll: NodeJS.Timeout | undefined;
+  const serve = (): Promise<Served> =>
+    (served ??= (async () => {
+      const sdk = await import("@modelcontextprotocol/server");
+      const { AjvJsonSchemaValidator } = await import("@modelcontextprotocol/server/validators/ajv");
+      const bus = new sdk.InMemoryServerEventBus();
+      let handler: Sdk.McpHttpHandler | undefined;
+      const catalogue = new Catalogue({
+        registryUrl: () => fabric.serviceUrl("node-registry"),
+        token: async () => fabric.serviceToken?.("node-registry"),
+        include: settings.include,
+        exclude: settings.exclude,
+        versions: settings.versions,
+        refreshMs: settings.refreshMs,
+        onChange: () => handler?.notify.toolsChanged(),
+      });
+      const deps: ServerDeps = {
+        sdk,
+        validator: new AjvJsonSchemaValidator(),
+        catalogue,
+        calls,
+        version: options.serverVersion ?? "0.0.0",
+        pageSize: settings.pageSize,
+        mode: settings.mode,
+        waitSeconds: settings.waitSeconds,
+        progressIntervalMs: settings.progressIntervalMs,
+        listTtlMs: settings.refreshMs,
+        inflight: new Map(),
+        tasks: undefined as never,
+        search: undefined as never,
+      };
+      deps.tasks = runTasks(deps);
+      deps.search = selectionSearch(deps, fabric);
+      handler = sdk.createMcpHandler(serverFactory(deps), {
+        legacy: "stateless",
+        bus,
+        onerror: (err) => app.log.debug({ err }, "mcp: a request was refused"),
+      });
+      // While clients listen for list changes (2026-07-28 subscriptions), the registry is read every refreshMs so a
+      // change is noticed without anyone listing.
+      poll = setInterval(() => {
+        if (bus.listenerCount > 0) void catalogue.list().catch(() => undefined);
+      }, Math.max(500, settings.refreshMs));
+      poll.unref();
+      return { sdk, handler, deps };
+    })());
+
+  app.addHook("onClose", async () => {
+    if (poll) clearInterval(poll);
+    if (served) await (await served).handler.close().catch(() => undefined);
+  });
+
+  // The SDK reads the body itself (and answers a wrong Content-Type with its own 415), so this context keeps it raw.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+
+  const resourceMetadataUrl = () => `${gatewayUrl()}${metadataPath}`;
+  // A 401 or 403 from the gateway's authentication names where the protected-resource metadata is (RFC 9728 §5.1).
+  app.addHook("onSend", async (req, reply, payload) => {
+    if (reply.statusCode !== 401 && reply.statusCode !== 403) return payload;
+    if (req.routeOptions.url !== path) return payload;
+    const h = reply.getHeader("www-authenticate");
+    if (typeof h === "string" && !h.includes("resource_metadata=")) reply.header("www-authenticate", `${h}, resource_metadata="${resourceMetadataUrl()}"`);
+    return payload;
+  });
+
+  app.get(metadataPath, { config: { access: "public" } }, async () => {
+    const servers = settings.authorizationServers.length > 0 ? settings.authorizationServers : [fabric.auth.oidc?.issuer ?? fabric.auth.issuer].filter((s): s is string => typeof s === "string");
+    return {
+      resource: `${gatewayUrl()}${path}`,
+      authorization_servers: servers,
+      scopes_supported: ["runs:read", "runs:write"],
+      bearer_methods_supported: ["header"],
+      resource_name: "NodeFabric MCP server",
+    };
+  });
+
+  const allowed = (extra: string[]) => {
+    const own = hostnameOf(gatewayUrl());
+    return [...LOOPBACK, ...(own ? [own] : []), ...extra];
+  };
+
+  const handle = async (req: FastifyRequest, reply: FastifyReply) => {
+    const { sdk, handler } = await serve();
+    const ac = new AbortController();
+    reply.raw.on("close", () => {
+      if (!reply.raw.writableFinished) ac.abort();
+    });
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v === undefined) continue;
+      headers.set(k, Array.isArray(v) ? v.join(", ") : String(v));
+    }
+    const body = req.body as Buffer | undefined;
+    const url = `${gatewayUrl()}${req.url}`;
+    const web = new Request(url, { method: req.method, headers, ...(req.method === "POST" && body ? { body } : {}), signal: ac.signal });
+
+    // DNS rebinding: the Host must be this gateway (checked when it is on loopback or hosts are configured), and a
+    // browser's Origin one we know.
+    const own = hostnameOf(gatewayUrl());
+    const checkHost = settings.allowedHosts.length > 0 || (own !== undefined && LOOPBACK.has(own));
+    const refused = (checkHost ? sdk.hostHeaderValidationResponse(web, allowed(settings.allowedHosts)) : undefined) ?? (req.headers.origin ? sdk.originValidationResponse(web, allowed(settings.allowedOrigins)) : undefined);
+    if (refused) return sendWeb(reply, refused);
+
+    const p = req.principal;
+    const mayRun = !authOn || p === undefined || p.kind === "anonymous" || p.scopes.has("runs:write");
+    const caller: CallerInfo = {
+      headers: callerHeaders(req.headers),
+      principal: p && p.kind !== "anonymous" ? { sub: p.sub, iss: p.iss, tenant_id: p.tenant_id, scopes: p.scopes } : undefined,
+      digest: callerDigest(p && p.kind !== "anonymous" ? p : undefined),
+      mayRun,
+    };
+    if (!mayRun && req.method === "POST" && body && wantsToRun(body)) {
+      throw new FabricError("permission_denied", "calling a tool starts a run, and the token lacks the scope runs:write", {
+        headers: { "www-authenticate": `Bearer realm="nodefabric-run-gateway", error="insufficient_scope", scope="runs:write", resource_metadata="${resourceMetadataUrl()}"` },
+        details: { required_scope: "runs:write" },
+      });
+    }
+    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: { caller } } });
+    return sendWeb(reply, res);
+  };
+
+  const access = { method: "POST" as const, path, scope: "runs:read" as const };
+  app.route({ method: ["POST", "GET", "DELETE"], url: path, config: { access }, handler: handle });
+}
+
+/** Whether a JSON-RPC body asks to run something (tools/call, or a task's result that would). */
+function wantsToRun(body: Buffer): boolean {
+  try {
+    const msg = JSON.parse(body.toString("utf8")) as unknown;
+    const msgs = Array.isArray(msg) ? msg : [msg];
+    return msgs.some((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The MCP server a request is served by: a fresh low-level SDK `Server` per HTTP request (the SDK's
+ * `createMcpHandler` serves the 2026-07-28 revision per request, and the 2025 era statelessly, from one factory), with
+ * tools/list from the catalogue and tools/call as a run through the gateway. The low-level Server is used rather than
+ * `McpServer.registerTool` because the tools are data (JSON Schemas from the registry, thousands of them), not code.
+ */
+import type * as Sdk from "@modelcontextprotocol/server";
+import type { NodeType, Run, RunStartRequest } from "@nodefabric/schemas";
+import type { Catalogue } from "./catalogue.js";
+import { TERMINAL, type CallerHeaders, type GatewayCalls } from "./gateway-calls.js";
+import { CALLER_LABEL, TOOL_LABEL, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
+import { taskHandlers, type TaskSupport } from "./tasks.js";
+import { searchTools, SEARCH_TOOL, RUN_TOOL, type SearchSupport } from "./search.js";
+
+/** Who calls, as the route found it (the factory reads it from the SDK's pass-through authInfo). */
+export interface CallerInfo {
+  headers: CallerHeaders;
+  /** The verified principal (undefined when authentication is disabled). */
+  principal?: { sub?: string; iss?: string; tenant_id?: string; scopes: ReadonlySet<string> };
+  /** The digest a task is bound to. */
+  digest: string;
+  /** Whether the caller may start runs (runs:write, or authentication disabled). */
+  mayRun: boolean;
+}
+
+export interface ServerDeps {
+  sdk: typeof Sdk;
+  validator: Sdk.jsonSchemaValidator;
+  catalogue: Catalogue;
+  calls: GatewayCalls;
+  version: string;
+  /** Tools per tools/list page. */
+  pageSize: number;
+  /** "tools": every exposed node type is a tool; "search": a search tool and a run tool instead. */
+  mode: "tools" | "search";
+  /** Longest a blocking tools/call holds one `Prefer: wait` (s). */
+  waitSeconds: number;
+  /** Least time between two progress notifications of one call (ms). */
+  progressIntervalMs: number;
+  /** How long the catalogue is reused: the ttlMs of tools/list on 2026-07-28. */
+  listTtlMs: number;
+  /** Calls in flight, by caller digest and JSON-RPC id, for a 2025-era notifications/cancelled (a separate POST). */
+  inflight: Map<string, AbortController>;
+  tasks: TaskSupport;
+  search: SearchSupport;
+}
+
+const INSTRUCTIONS =
+  "Each tool is a NodeFabric node type; each call is a durable run, under the fabric's policy, budgets and approvals. " +
+  "Outputs come back as structuredContent. Long calls can run as tasks.";
+
+/** Validators compiled once per (node type, version). */
+const validators = new WeakMap<NodeType, Sdk.JsonSchemaValidator<unknown>>();
+
+function validatorOf(deps: ServerDeps, t: NodeType): Sdk.JsonSchemaValidator<unknown> {
+  let v = validators.get(t);
+  if (!v) {
+    v = deps.validator.getValidator<unknown>((t.input_schema as Sdk.JsonSchemaType | undefined) ?? { type: "object" });
+    validators.set(t, v);
+  }
+  return v;
+}
+
+interface Cursor {
+  after: string;
+}
+
+function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify(c)).toString("base64url");
+}
+
+function decodeCursor(sdk: typeof Sdk, s: string): Cursor {
+  try {
+    const c = JSON.parse(Buffer.from(s, "base64url").toString("utf8")) as Cursor;
+    if (typeof c?.after === "string") return c;
+  } catch {
+    // falls through
+  }
+  throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, "Invalid cursor: it is not one this server gave");
+}
+
+/** The node types this caller may run, in node_type_id order. */
+export async function toolsFor(deps: ServerDeps, caller: CallerInfo): Promise<NodeType[]> {
+  if (!caller.mayRun) return [];
+  return deps.catalogue.list();
+}
+
+export function callToolError(message: string): ToolResult {
+  return { content: [{ type: "text", text: message }], isError: true };
+}
+
+/** Starts a run of `t` with `args` and answers when it ended (or, aborted, cancels it). */
+export async function runTool(
+  deps: ServerDeps,
+  caller: CallerInfo,
+  t: NodeType,
+  args: Record<string, unknown>,
+  signal: AbortSignal,
+  onProgress?: (p: { progress: number; message?: string }) => void,
+): Promise<ToolResult> {
+  const checked = validatorOf(deps, t)(args);
+  if (!checked.valid) return callToolError(`invalid_inputs: the arguments do not match the input schema of ${t.node_type_id}: ${checked.errorMessage}`);
+  const runId = newRunId();
+  const request: RunStartRequest = {
+    run_id: runId,
+    root_node_type_ref: { node_type_id: t.node_type_id, version: t.version },
+    input: args,
+    metadata: { labels: { [CALLER_LABEL]: caller.digest, [TOOL_LABEL]: t.node_type_id } },
+  };
+  // Without progress wanted, the gateway holds the answer until the run ends (the cheap path); with it, the run's
+  // events are followed from the start.
+  const started = await deps.calls.startRun(request, caller.headers, onProgress ? 0 : deps.waitSeconds);
+  if (started.status >= 300) return resultOfRefusal(started);
+  if (TERMINAL.has(started.body.state)) return resultOfRun(started.body);
+  const cancel = () => void deps.calls.cancelRun(runId, caller.headers).catch(() => undefined);
+  if (signal.aborted) {
+    cancel();
+    return callToolError("canceled: the call was canceled");
+  }
+  signal.addEventListener("abort", cancel, { once: true });
+  const throttle = onProgress ? new ProgressThrottle(onProgress, deps.progressIntervalMs) : undefined;
+  try {
+    const ended = await followToEnd(deps.calls, runId, caller.headers, signal, throttle ? (e) => throttle.event(e) : undefined);
+    throttle?.flush();
+    if (!ended) return callToolError("canceled: the call was canceled");
+    if (ended.status !== 200) return resultOfRefusal(ended);
+    return resultOfRun(ended.body as Run);
+  } finally {
+    throttle?.stop();
+    signal.removeEventListener("abort", cancel);
+  }
+}
+
+/** The factory `createMcpHandler` calls for each request. */
+export function serverFactory(deps: ServerDeps): Sdk.McpServerFactory {
+  const { sdk } = deps;
+  return (ctx) => {
+    const caller = (ctx.authInfo?.extra as { caller?: CallerInfo } | undefined)?.caller;
+    if (!caller) throw new Error("the MCP route passes the caller in authInfo.extra.caller");
+    const server = new sdk.Server(
+      { name: "nodefabric", title: "NodeFabric", version: deps.version },
+      {
+        capabilities: { tools: { listChanged: true }, ...deps.tasks.capabilities(ctx.era) },
+        instructions: INSTRUCTIONS,
+        cacheHints: { "tools/list": { ttlMs: deps.listTtlMs, cacheScope: "private" }, "server/discover": { ttlMs: deps.listTtlMs, cacheScope: "private" } },
+      },
+    );
+
+    server.setRequestHandler("tools/list", async (request) => {
+      const listed: McpTool[] = deps.mode === "search" ? (caller.mayRun ? searchTools() : []) : (await toolsFor(deps, caller)).map(toolOf);
+      const cursor = request.params?.cursor;
+      const after = cursor === undefined ? undefined : decodeCursor(sdk, cursor).after;
+      const from = after === undefined ? 0 : listed.findIndex((t) => t.name > after);
+      const page = from < 0 ? [] : listed.slice(from, from + deps.pageSize);
+      const more = from >= 0 && from + deps.pageSize < listed.length;
+      return { tools: page as never, ...(more ? { nextCursor: encodeCursor({ after: page[page.length - 1]!.name }) } : {}) };
+    });
+
+    server.setRequestHandler("tools/call", async (request, rctx) => {
+      const { name } = request.params;
+      const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+      let t: NodeType | undefined;
+      let callArgs = args;
+      if (deps.mode === "search" && (name === SEARCH_TOOL || name === RUN_TOOL)) {
+        if (!caller.mayRun) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
+        if (name === SEARCH_TOOL) return deps.search.search(caller, args);
+        const picked = await deps.search.pick(caller, args);
+        if ("error" in picked) return picked.error;
+        t = picked.nodeType;
+        callArgs = picked.input;
+      } else if (deps.mode === "tools" && caller.mayRun) {
+        t = await deps.catalogue.get(name);
+      }
+      if (!t) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
+
+      const task = deps.tasks.requested(request.params, rctx);
+      if (task) return deps.tasks.start(caller, t, callArgs, task, rctx);
+
+      const key = `${caller.digest}\n${JSON.stringify(rctx.mcpReq.id)}`;
+      const ac = new AbortController();
+      const onAbort = () => ac.abort();
+      rctx.mcpReq.signal.addEventListener("abort", onAbort, { once: true });
+      deps.inflight.set(key, ac);
+      const token = rctx.mcpReq._meta?.progressToken;
+      const onProgress =
+        token === undefined
+          ? undefined
+          : (p: { progress: number; message?: string }) =>
+              void rctx.mcpReq.notify({ method: "notifications/progress", params: { progressToken: token, progress: p.progress, ...(p.message ? { message: p.message } : {}) } }).catch(() => undefined);
+      try {
+        const result = await runTool(deps, caller, t, callArgs, ac.signal, onProgress);
+        return server.projectCallToolResult(result as never, t.output_schema as Record<string, unknown> | undefined) as never;
+      } finally {
+        deps.inflight.delete(key);
+        rctx.mcpReq.signal.removeEventListener("abort", onAbort);
+      }
+    });
+
+    // A 2025-era client cancels with notifications/cancelled, which arrives on a POST of its own, so another instance
+    // (stateless serving) receives it: the calls in flight are found by caller and request id.
+    server.setNotificationHandler("notifications/cancelled", (n) => {
+      const id = n.params?.requestId;
+      if (id === undefined) return;
+      deps.inflight.get(`${caller.digest}\n${JSON.stringify(id)}`)?.abort();
+    });
+
+    taskHandlers(server, deps, caller, ctx.era);
+    return server;
+  };
+}

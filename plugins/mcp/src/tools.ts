@@ -1,0 +1,178 @@
+/**
+ * Node types as MCP tools, and a tool call as a run: the Tool a node type becomes, the CallToolResult a Run becomes,
+ * and the run itself, started and followed through the gateway (GatewayCalls) with the caller's identity.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import type { NodeType, Run, RunEvent } from "@nodefabric/schemas";
+import { TERMINAL, type CallerHeaders, type ErrorBody, type GatewayAnswer, type GatewayCalls } from "./gateway-calls.js";
+
+export interface McpTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations?: Record<string, unknown>;
+  _meta?: Record<string, unknown>;
+}
+
+export interface ToolResult {
+  content: { type: "text"; text: string }[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+  [k: string]: unknown;
+}
+
+/** The annotations of a node type's side-effect gate (read < write < irreversible). */
+export function annotationsOf(t: NodeType): Record<string, unknown> {
+  const gates = (t.constraints as { gates?: { side_effect_class?: string; require_approval?: boolean } } | undefined)?.gates;
+  const cls = gates?.side_effect_class;
+  const a: Record<string, unknown> = {};
+  const title = (t.extensions as Record<string, unknown> | undefined)?.["nodefabric.title"];
+  if (typeof title === "string") a.title = title;
+  if (cls === "read") Object.assign(a, { readOnlyHint: true, destructiveHint: false, idempotentHint: true });
+  else if (cls === "write") Object.assign(a, { readOnlyHint: false, destructiveHint: false });
+  else if (cls === "irreversible") Object.assign(a, { readOnlyHint: false, destructiveHint: true, idempotentHint: false });
+  // A node type wraps an upstream API unless it says it only reads what it is given.
+  a.openWorldHint = true;
+  return a;
+}
+
+/** The Tool a node type is: its id, description, schemas as given, and annotations from its gates. */
+export function toolOf(t: NodeType): McpTool {
+  const input = (t.input_schema as Record<string, unknown> | undefined) ?? { type: "object" };
+  const tool: McpTool = {
+    name: t.node_type_id,
+    description: t.description ?? `Runs the node type ${t.node_type_id}@${t.version} as a NodeFabric run.`,
+    // A run's input is always an object; a schema that leaves its type out says so, as MCP requires.
+    inputSchema: input.type === undefined ? { type: "object", ...input } : input,
+    annotations: annotationsOf(t),
+    _meta: { "dev.nodefabric/version": t.version, "dev.nodefabric/kind": t.kind },
+  };
+  if (t.output_schema) tool.outputSchema = t.output_schema as Record<string, unknown>;
+  return tool;
+}
+
+/** A new run id for a tool call: 128 random bits, so a task id (the run id) cannot be guessed. */
+export function newRunId(): string {
+  return `mcp-${randomBytes(16).toString("hex")}`;
+}
+
+/** Who a caller is, as a short digest: a task is bound to it (stored as a label on the run). */
+export function callerDigest(p: { iss?: string; sub?: string; tenant_id?: string } | undefined): string {
+  if (!p) return "anonymous";
+  return createHash("sha256").update(`${p.iss ?? ""}\n${p.sub ?? ""}\n${p.tenant_id ?? ""}`).digest("hex").slice(0, 32);
+}
+
+export const CALLER_LABEL = "nodefabric.mcp.caller";
+export const TOOL_LABEL = "nodefabric.mcp.tool";
+
+const text = (s: string) => ({ type: "text" as const, text: s });
+
+/** The tool result of an ended run: outputs as structuredContent and text; a failure as a tool error. */
+export function resultOfRun(run: Run): ToolResult {
+  const ext = (run.extensions ?? {}) as Record<string, unknown>;
+  const meta = { "dev.nodefabric/run_id": run.run_id, "dev.nodefabric/state": run.state };
+  if (run.state === "completed") {
+    const outputs = ext["nodefabric.outputs"];
+    const r: ToolResult = { content: [text(JSON.stringify(outputs ?? {}))], _meta: meta };
+    if (outputs !== null && typeof outputs === "object" && !Array.isArray(outputs)) r.structuredContent = outputs as Record<string, unknown>;
+    return r;
+  }
+  const err = (ext["nodefabric.error"] ?? {}) as { code?: string; message?: string };
+  const code = err.code ?? (run.state === "canceled" ? "canceled" : "failed");
+  return { content: [text(`${code}: ${err.message ?? `the run ended ${run.state}`}`)], isError: true, _meta: meta };
+}
+
+/** The tool error for a Run API refusal (an ErrorEnvelope). */
+export function resultOfRefusal(answer: GatewayAnswer<ErrorBody>): ToolResult {
+  const e = answer.body?.error ?? {};
+  return { content: [text(`${e.code ?? `http_${answer.status}`}: ${e.message ?? `the Run API answered ${answer.status}`}`)], isError: true };
+}
+
+/** A progress report: monotonic `progress`, and a message. */
+export interface ProgressReport {
+  progress: number;
+  message?: string;
+}
+
+/** Turns run events into progress reports, at most one per `intervalMs` (the latest wins; the last is flushed). */
+export class ProgressThrottle {
+  private count = 0;
+  private lastSent = 0;
+  private pending: ProgressReport | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly send: (r: ProgressReport) => void, private readonly intervalMs = 100) {}
+
+  event(e: RunEvent): void {
+    const data = (e.data ?? {}) as Record<string, unknown>;
+    let message: string | undefined;
+    if (e.type === "node_run_started") message = `NodeRun ${e.node_run_id ?? ""} started`;
+    else if (e.type === "node_run_completed") message = `NodeRun ${e.node_run_id ?? ""} ended ${String(data.state ?? "")}`.trim();
+    else if (e.type === "approval_requested") message = `waiting for approval ${String(data.approval_id ?? "")}`.trim();
+    else if (e.type === "approval_resolved") message = `approval ${String(data.approval_id ?? "")} ${String(data.decision ?? data.state ?? "resolved")}`;
+    else if (e.type === "node_run_retrying") message = `NodeRun ${e.node_run_id ?? ""} retrying`;
+    else if ((e.type as string) === "progress" || (e.type as string) === "node_run_progress") message = typeof data.message === "string" ? data.message : "progress";
+    if (message === undefined) return;
+    this.count += 1;
+    this.offer({ progress: this.count, message });
+  }
+
+  private offer(r: ProgressReport): void {
+    const now = Date.now();
+    if (now - this.lastSent >= this.intervalMs && !this.timer) {
+      this.lastSent = now;
+      this.send(r);
+      return;
+    }
+    this.pending = r;
+    this.timer ??= setTimeout(() => this.flush(), Math.max(0, this.intervalMs - (now - this.lastSent)));
+  }
+
+  /** Sends what waits, now. */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending) {
+      this.lastSent = Date.now();
+      const p = this.pending;
+      this.pending = undefined;
+      this.send(p);
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.pending = undefined;
+  }
+}
+
+/**
+ * Waits for a run's end: follows its events through the gateway (reporting them to `onEvent`) until the stream ends,
+ * then reads the Run. Resolves undefined when `signal` aborts first.
+ */
+export async function followToEnd(calls: GatewayCalls, runId: string, caller: CallerHeaders, signal: AbortSignal, onEvent?: (e: RunEvent) => void): Promise<GatewayAnswer<Run & ErrorBody> | undefined> {
+  let lastSeq: number | undefined;
+  for (let round = 0; round < 1000 && !signal.aborted; round++) {
+    let ended = false;
+    await calls.followEvents(
+      runId,
+      caller,
+      lastSeq,
+      (e) => {
+        lastSeq = e.seq;
+        if (e.type === "run_completed") ended = true;
+        onEvent?.(e);
+      },
+      signal,
+    );
+    if (signal.aborted) return undefined;
+    const run = await calls.getRun(runId, caller);
+    if (run.status !== 200 || ended || TERMINAL.has(run.body.state)) return run;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return undefined;
+}
