@@ -97,6 +97,8 @@ export interface AtomicContext {
   reportCost(amount: number): void;
   /** Egress-checked `fetch` and host-bound secrets (`executor.egress`, `executor.secret_hosts`); see HandlerEgress. */
   readonly egress: HandlerEgress;
+  /** The constraint envelope in force for this NodeRun (budgets, gates, extensions), when the coordinator sent one. */
+  readonly constraints?: ConstraintEnvelope;
 }
 
 /** An atomic handler: inputs in, outputs (a JSON object) out; throw `HandlerError` to fail with a code. */
@@ -178,6 +180,8 @@ export interface CompositeContext {
   /** Fires when the composite is canceled; pending calls then reject. */
   readonly signal: AbortSignal;
   readonly log: HandlerLogger;
+  /** The constraint envelope in force for this composite (structural bounds, budgets, gates), when one was sent. */
+  readonly constraints?: ConstraintEnvelope;
   /** Runs a child NodeRun and resolves with its outputs; rejects with a `ChildFailedError` when it fails. */
   call(ref: NodeTypeRef, inputs: JsonObject, options?: CallOptions): Promise<JsonObject>;
   /** Starts a child NodeRun without waiting for it. */

@@ -1,1 +1,11 @@
-export {};
+/**
+ * @nodefabric/handler-llm: `llm.chat`, one call to an OpenAI-compatible endpoint as a durable NodeRun, and
+ * `llm.planner`, a composite whose every model call is an `llm.chat` child NodeRun (docs/llm.md).
+ */
+import { llmChat } from "./chat.js";
+
+export { llmChat, estimatePromptTokens, readErrorBody, resetLlmConfig, LLM_MAX_TOKENS_EXTENSION, DEFAULT_MAX_OUTPUT_TOKENS } from "./chat.js";
+export type { ChatInputs, ChatOutputs, ChatMessage, ChatUsage } from "./chat.js";
+export { loadLlmConfig, profileFor, priceOf, costOf, type LlmConfig, type LlmProfile, type ModelPrice, type StructuredMode } from "./config.js";
+export { strictSchema, dropStrictNulls, parseJsonAnswer } from "./structured.js";
+export default [llmChat];

@@ -267,6 +267,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
       return (egress ??= createHandlerEgress(signal, options.fetchTimeoutMs, options.egressDispatcher, options.secrets, options.secretBindings, options.traceUpstream));
     },
     nodeType,
+    ...(request.constraints ? { constraints: request.constraints } : {}),
     reportCost(amount: number) {
       if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0) {
         throw new TypeError(`ctx.reportCost takes a finite number of at least 0, not ${String(amount)}`);

@@ -16,3 +16,18 @@ export {
 } from "./check-handler.js";
 /** What a definition the harness refuses throws. */
 export { DefinitionError } from "../runtime/definition-check.js";
+/** A scripted OpenAI-compatible chat completions server on loopback, for testing LLM node types with no model. */
+export {
+  startLlmStandIn,
+  scriptedCompletion,
+  sampleForSchema,
+  approximateTokens,
+  type LlmStandIn,
+  type LlmStandInOptions,
+  type StandInStep,
+  type StandInFixture,
+  type StandInCall,
+  type StandInUsage,
+  type ChatRequestBody,
+  type ScriptedAnswer,
+} from "./llm-stand-in.js";

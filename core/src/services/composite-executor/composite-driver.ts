@@ -186,6 +186,7 @@ export class CompositeDriver {
       get log() {
         return driver.log;
       },
+      ...(begin.constraints ? { constraints: begin.constraints } : {}),
       call: (ref, inputs, options) => calls.spawn(ref, inputs, options).result,
       spawn: (ref, inputs, options) => calls.spawn(ref, inputs, options),
       select: (subtask, constraints) => this.select(subtask, constraints),
