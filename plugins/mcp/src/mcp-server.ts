@@ -107,17 +107,27 @@ export async function runTool(
     input: args,
     metadata: { labels: { [CALLER_LABEL]: caller.digest, [TOOL_LABEL]: t.node_type_id } },
   };
-  // Without progress wanted, the gateway holds the answer until the run ends (the cheap path); with it, the run's
-  // events are followed from the start.
-  const started = await deps.calls.startRun(request, caller.headers, onProgress ? 0 : deps.waitSeconds);
-  if (started.status >= 300) return resultOfRefusal(started);
-  if (TERMINAL.has(started.body.state)) return resultOfRun(started.body);
+  // A cancel may come while the start is still held (Prefer: wait): the run id is ours, so it is canceled by id, and
+  // again once the start answered, in case the cancel overtook the start.
   const cancel = () => void deps.calls.cancelRun(runId, caller.headers).catch(() => undefined);
-  if (signal.aborted) {
-    cancel();
-    return callToolError("canceled: the call was canceled");
-  }
   signal.addEventListener("abort", cancel, { once: true });
+  try {
+    // Without progress wanted, the gateway holds the answer until the run ends (the cheap path); with it, the run's
+    // events are followed from the start.
+    const started = await deps.calls.startRun(request, caller.headers, onProgress ? 0 : deps.waitSeconds);
+    if (started.status >= 300) return resultOfRefusal(started);
+    if (signal.aborted) {
+      cancel();
+      return callToolError("canceled: the call was canceled");
+    }
+    if (TERMINAL.has(started.body.state)) return resultOfRun(started.body);
+    return await follow(deps, caller, runId, signal, onProgress);
+  } finally {
+    signal.removeEventListener("abort", cancel);
+  }
+}
+
+async function follow(deps: ServerDeps, caller: CallerInfo, runId: string, signal: AbortSignal, onProgress?: (p: { progress: number; message?: string }) => void): Promise<ToolResult> {
   const throttle = onProgress ? new ProgressThrottle(onProgress, deps.progressIntervalMs) : undefined;
   try {
     const ended = await followToEnd(deps.calls, runId, caller.headers, signal, throttle ? (e) => throttle.event(e) : undefined);
@@ -127,7 +137,6 @@ export async function runTool(
     return resultOfRun(ended.body as Run);
   } finally {
     throttle?.stop();
-    signal.removeEventListener("abort", cancel);
   }
 }
 

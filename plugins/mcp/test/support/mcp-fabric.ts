@@ -35,12 +35,14 @@ export interface McpFabricOptions {
   dataDir?: string;
   policy?: string;
   extraFlags?: Record<string, unknown>;
+  /** With auth: a token the registry accepts, to wait for the demo node types. */
+  registryToken?: string;
 }
 
 /** Resolves once the atomic executor's node types are in the registry. */
-async function ready(gatewayRegistry: string, id: string): Promise<void> {
+async function ready(gatewayRegistry: string, id: string, token?: string): Promise<void> {
   for (let i = 0; i < 300; i++) {
-    const res = await fetch(`${gatewayRegistry}/v1/node-types/${id}`).catch(() => undefined);
+    const res = await fetch(`${gatewayRegistry}/v1/node-types/${id}`, token ? { headers: { authorization: `Bearer ${token}` } } : {}).catch(() => undefined);
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 30));
   }
@@ -64,7 +66,7 @@ export async function startMcpFabric(o: McpFabricOptions = {}): Promise<McpFabri
   const loaded: LoadedPlugin = { definition: definition as never, source: "@nodefabric/plugin-mcp", file: path.join(pluginDir, "src/index.ts"), discovered: false };
   const fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded] });
   const url = (n: string) => fabric.services.find((s) => s.name === n)!.url;
-  if (!o.auth || (o.auth as { mode?: string }).mode === "disabled") await ready(url("node-registry"), "demo.echo");
+  await ready(url("node-registry"), "demo.echo", o.registryToken);
   const gateway = url("run-gateway");
   const mcpPath = (o.mcp?.path as string | undefined) ?? "/mcp";
   return {
