@@ -182,11 +182,11 @@ export class NodeTypeIndex {
     const best = results[0]?.score ?? 0;
     const out: Candidate[] = results.slice(0, limit).map((r) => {
       const t = this.byId.get(r.id as string) as NodeType;
-      return {
+      return describedCandidate(t, {
         node_type_ref: { node_type_id: t.node_type_id, version: t.version },
         score: best > 0 ? Math.round((r.score / best) * 1000) / 1000 : 0,
         rationale: rationaleOf(r.match),
-      };
+      });
     });
     if (filter.allowed && out.length < limit) {
       const listed = new Set(out.map((c) => c.node_type_ref.node_type_id));
@@ -195,15 +195,31 @@ export class NodeTypeIndex {
         .sort();
       for (const id of rest.slice(0, limit - out.length)) {
         const t = this.byId.get(id) as NodeType;
-        out.push({
-          node_type_ref: { node_type_id: t.node_type_id, version: t.version },
-          score: 0,
-          rationale: "no goal term matched; included because allowed_node_type_ids lists it",
-        });
+        out.push(
+          describedCandidate(t, {
+            node_type_ref: { node_type_id: t.node_type_id, version: t.version },
+            score: 0,
+            rationale: "no goal term matched; included because allowed_node_type_ids lists it",
+          }),
+        );
       }
     }
     return out;
   }
+}
+
+/**
+ * A candidate with what a planner needs to choose it and fill its inputs without a second lookup: the node type's
+ * constraints (its side-effect gate), and its description and input_schema as `nodefabric.description` and
+ * `nodefabric.input_schema`.
+ */
+function describedCandidate(t: NodeType, c: Candidate): Candidate {
+  if (t.constraints) c.constraints = t.constraints;
+  const extensions: Record<string, unknown> = {};
+  if (t.description) extensions["nodefabric.description"] = t.description;
+  if (t.input_schema) extensions["nodefabric.input_schema"] = t.input_schema;
+  if (Object.keys(extensions).length > 0) c.extensions = extensions as Candidate["extensions"];
+  return c;
 }
 
 /** `matched "weather" in node_type_id, description; "rate" in labels`, fields in RANKED_FIELDS order. */
