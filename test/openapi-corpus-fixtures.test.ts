@@ -61,11 +61,11 @@ describe("the real-world OpenAPI corpus fixtures", () => {
     for (const e of corpus) expect(sources, e.file).toContain(`| \`${e.file}\` |`);
   });
 
-  it("has 41 documents: 5 Swagger 2.0, 29 OpenAPI 3.0 and 7 OpenAPI 3.1; 10 of them YAML", () => {
+  it("has 44 documents: 5 Swagger 2.0, 32 OpenAPI 3.0 and 7 OpenAPI 3.1; 10 of them YAML", () => {
     const formats = corpus.map((e) => formatOf(e.format));
-    expect(corpus.length).toBe(41);
+    expect(corpus.length).toBe(44);
     expect(formats.filter((f) => f.kind === "Swagger" && f.version === "2.0").length).toBe(5);
-    expect(formats.filter((f) => f.kind === "OpenAPI" && f.version.startsWith("3.0.")).length).toBe(29);
+    expect(formats.filter((f) => f.kind === "OpenAPI" && f.version.startsWith("3.0.")).length).toBe(32);
     expect(formats.filter((f) => f.kind === "OpenAPI" && f.version.startsWith("3.1.")).length).toBe(7);
     expect(formats.filter((f) => f.syntax === "YAML").length).toBe(10);
   });

@@ -7,6 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { validatorFor } from "@nodefabric/schemas";
+import { BASE64_PATTERN, buildOperationRequest, HEADER_VALUE_PATTERN } from "@nodefabric/sdk";
 import { createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { loadOpenApi } from "../src/openapi/load.js";
 import { mapOpenApi } from "../src/openapi/map.js";
@@ -114,6 +115,69 @@ describe("include and exclude", () => {
 
     expect(mapping.operations.map((o) => o.nodeType.node_type_id)).toEqual(["zoo.same-2"]);
     expect(mapping.notes).toContain("--include nothing-like-this matched no tag or operationId");
+  });
+});
+
+describe("what the runtime refuses beyond the document's schemas, said in the input_schema", () => {
+  // AWS descriptions (Smithy models converted by aws2openapi) allow "" for path parameters: minLength 0, pattern with `*`.
+  const document = doc(
+    {
+      "/workflows/{workflowName}/{version}/{ids}/{any}": {
+        get: {
+          operationId: "getWorkflow",
+          parameters: [
+            { name: "workflowName", in: "path", required: true, schema: { $ref: "#/components/schemas/EntityName" } },
+            { name: "version", in: "path", required: true, schema: { type: "string", nullable: true, minLength: 0, pattern: "^[a-z0-9.]*$" } },
+            { name: "ids", in: "path", required: true, schema: { type: "array", items: { type: "string" } } },
+            { name: "any", in: "path", required: true, schema: {} },
+            { name: "X-Trace", in: "header", schema: { type: "string", pattern: "^[^,]*$" } },
+            { name: "X-Tags", in: "header", schema: { type: "array", items: { type: "string" } } },
+            { name: "X-Count", in: "header", schema: { type: "integer" } },
+            { name: "q", in: "query", schema: { type: "string" } },
+          ],
+          responses: ok,
+        },
+      },
+    },
+    { servers: [{ url: "https://api.example.com/v1" }], components: { schemas: { EntityName: { type: "string", pattern: "^[a-zA-Z_0-9-]*$", minLength: 0, maxLength: 255 } } } },
+  );
+  const operation = op(mapOpenApi(document, OPTIONS), "zoo.getWorkflow");
+  const inputSchema = operation.nodeType.input_schema!;
+  const properties = (inputSchema as any).properties as Record<string, any>;
+  const valid = { workflowName: "wf", version: "v1", ids: ["a"], any: "x" };
+
+  it("gives every path parameter a non-empty value that is not null, '.' or '..', through $refs and over a minLength of 0", () => {
+    expect(properties.workflowName).toEqual({ $ref: "#/$defs/EntityName", minLength: 1, not: { enum: [null, ".", ".."] } });
+    expect(properties.version).toMatchObject({ minLength: 1, not: { enum: [null, ".", ".."] } });
+    expect(accepts(inputSchema, valid)).toBe(true);
+    for (const bad of [{ workflowName: "" }, { version: "" }, { version: null }, { version: ".." }, { version: "." }, { ids: [] }, { ids: [""] }, { ids: [".."] }, { any: "" }, { any: {} }, { any: null }]) {
+      expect(accepts(inputSchema, { ...valid, ...bad }), JSON.stringify(bad)).toBe(false);
+    }
+  });
+
+  it("keeps header values to what a header can carry, beside the document's own pattern", () => {
+    expect(properties["X-Trace"]).toEqual({ type: "string", pattern: "^[^,]*$", allOf: [{ pattern: HEADER_VALUE_PATTERN }] });
+    expect(properties["X-Tags"]).toMatchObject({ type: "array", items: { type: "string" }, allOf: [{ items: { pattern: HEADER_VALUE_PATTERN } }] });
+    expect(properties["X-Count"]).toEqual({ type: "integer" });
+    expect(properties.q).toEqual({ type: "string" });
+    expect(accepts(inputSchema, { ...valid, "X-Trace": "t\tab é", "X-Tags": ["a", "b"], "X-Count": 3 })).toBe(true);
+    for (const bad of [{ "X-Trace": "a\r\nSet-Cookie: x=1" }, { "X-Trace": "\u0000" }, { "X-Trace": "€" }, { "X-Tags": ["a\nb"] }, { "X-Trace": "a,b" }]) {
+      expect(accepts(inputSchema, { ...valid, ...bad }), JSON.stringify(bad)).toBe(false);
+    }
+  });
+
+  it("accepts in the schema what the runtime sends, and the runtime refuses what the schema refuses", async () => {
+    const options = { setting: () => undefined, secret: () => undefined };
+    const request = await buildOperationRequest(operation.descriptor, { ...valid, "X-Trace": "t" }, options);
+    expect(request.url.pathname).toBe("/v1/workflows/wf/v1/a/x");
+    for (const [bad, message] of [
+      [{ workflowName: "" }, "the path parameter workflowName of getWorkflow cannot be empty"],
+      [{ version: ".." }, 'the path of getWorkflow would hold a "." or ".." segment'],
+      [{ "X-Trace": "a\r\nb" }, "the header parameter X-Trace would hold a line break, a control character or a character outside Latin-1"],
+    ] as const) {
+      await expect(buildOperationRequest(operation.descriptor, { ...valid, ...bad }, options)).rejects.toThrow(message);
+      expect(accepts(inputSchema, { ...valid, ...bad })).toBe(false);
+    }
   });
 });
 
@@ -314,7 +378,8 @@ describe("request bodies", () => {
       properties: { photo: { content_type: "image/png" } },
     });
     const body = (o.nodeType.input_schema as any).properties.body;
-    expect(body.properties.photo).toEqual({ type: "string", contentEncoding: "base64", description: "The photo." });
+    expect(body.properties.photo).toEqual({ type: "string", contentEncoding: "base64", pattern: BASE64_PATTERN, description: "The photo." });
+    expect(accepts(o.nodeType.input_schema, { body: { photo: "not base64!" } })).toBe(false);
     expect(accepts(o.nodeType.input_schema, { body: { photo: "aGVsbG8=", extras: ["aGk="], caption: "hi", meta: { name: "Rex" } } })).toBe(true);
     expect(accepts(o.nodeType.input_schema, { body: { caption: "hi" } })).toBe(false);
   });
@@ -325,7 +390,7 @@ describe("request bodies", () => {
 
     const bytes = bodyOf("bytes");
     expect(bytes.descriptor.body).toEqual({ input: "body", media_type: "application/octet-stream", encoding: "binary", required: false });
-    expect((bytes.nodeType.input_schema as any).properties.body).toEqual({ type: "string", contentEncoding: "base64", contentMediaType: "application/octet-stream" });
+    expect((bytes.nodeType.input_schema as any).properties.body).toEqual({ type: "string", contentEncoding: "base64", pattern: BASE64_PATTERN, contentMediaType: "application/octet-stream" });
     expect(bytes.nodeType.input_schema!.required).toBeUndefined();
 
     expect(bodyOf("image").descriptor.body).toEqual({ input: "body", media_type: "application/octet-stream", encoding: "binary", required: true });

@@ -7,6 +7,7 @@
 import { HandlerError } from "./handler-error.js";
 import { OPENAPI_EXTENSION, type HttpOperationDescriptor, type OperationBody, type OperationParameter, type OperationSecurityScheme } from "./http-operation-types.js";
 import { clientCredentialsToken } from "./oauth2-client-credentials.js";
+import { isBase64Text, isDotSegment, isHeaderValue } from "./operation-input-rules.js";
 import {
   cookiePairs,
   encodeReserved,
@@ -212,14 +213,14 @@ function fillPath(op: HttpOperationDescriptor, inputs: JsonObject): string {
   });
   // URL parsing would climb the path with "." and ".." segments (written plainly or as %2E): what they would name is not
   // what the operation names.
-  if (filled.split("/").some((segment) => /^(?:\.|%2e){1,2}$/i.test(segment))) {
+  if (filled.split("/").some(isDotSegment)) {
     throw invalidInputs(`the path of ${op.operation_id} would hold a "." or ".." segment`, op.parameters.find((p) => p.in === "path")?.input ?? "path");
   }
   return filled;
 }
 
 function checkHeaderValue(value: string, what: string, field: string): string {
-  if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) throw invalidInputs(`${what} would hold a line break, a control character or a character outside Latin-1`, field);
+  if (!isHeaderValue(value)) throw invalidInputs(`${what} would hold a line break, a control character or a character outside Latin-1`, field);
   return value;
 }
 
@@ -388,11 +389,9 @@ async function applySecurity(op: HttpOperationDescriptor, url: URL, options: Ope
   throw configurationError(`${op.operation_id} needs credentials: set ${ways.join(", or ")}`, { secrets: names });
 }
 
-const BASE64 = /^[A-Za-z0-9+/\-_]*={0,2}$/;
-
 function base64Bytes(value: JsonValue, what: string, field: string): Uint8Array {
-  const text = typeof value === "string" ? value.replace(/\s+/g, "") : undefined;
-  if (text === undefined || !BASE64.test(text)) throw invalidInputs(`${what} must be a base64 string`, field);
+  if (typeof value !== "string" || !isBase64Text(value)) throw invalidInputs(`${what} must be a base64 string`, field);
+  const text = value.replace(/\s+/g, "");
   return new Uint8Array(Buffer.from(text, text.includes("-") || text.includes("_") ? "base64url" : "base64"));
 }
 

@@ -11,7 +11,7 @@ import { createHash } from "node:crypto";
 import type { NodeType } from "@nodefabric/schemas";
 import { validatorFor } from "@nodefabric/schemas";
 import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
-import { operationDescriptorOf } from "@nodefabric/sdk";
+import { base64Rules, operationDescriptorOf, parameterRules, type SchemaRules } from "@nodefabric/sdk";
 import {
   OPENAPI_EXTENSION,
   type HttpOperationDescriptor,
@@ -650,8 +650,9 @@ function parametersOf(
     const schema: SchemaObject = { ...defs.take(ctx.convert(rawSchema ?? {}, "request", notes), notes) };
     if (typeof p.description === "string" && schema.description === undefined) schema.description = p.description;
     if (p.deprecated === true) schema.deprecated = true;
-    // An empty path segment would address another resource.
-    if (location === "path" && schema.type === "string" && schema.minLength === undefined) schema.minLength = 1;
+    // What the runtime refuses beyond the schema (an empty path value, a line break in a header) is said in the schema.
+    const rules = parameterRules(location, typesAllowed(schema, defs));
+    if (rules) addRules(schema, rules);
     addParameterExample(p, schema, ctx, defs, notes);
 
     const styles = STYLES_BY_LOCATION[location];
@@ -674,6 +675,71 @@ function parametersOf(
     });
   }
   return { properties, required, parameters };
+}
+
+/** JSON types, as `type` names them. */
+const JSON_TYPES = ["string", "number", "integer", "boolean", "array", "object", "null"];
+
+/**
+ * The JSON types a value of `schema` may have (through `$ref`s into the collected definitions, `allOf`, `anyOf` and
+ * `oneOf`); undefined when any type may do.
+ */
+function typesAllowed(schema: unknown, defs: DefsCollector, seen: Set<unknown> = new Set()): Set<string> | undefined {
+  if (!isRecord(schema) || seen.has(schema)) return undefined;
+  seen.add(schema);
+  let types: Set<string> | undefined;
+  const narrow = (other: Set<string> | undefined) => {
+    if (other === undefined) return;
+    types = types === undefined ? new Set(other) : new Set([...types].filter((t) => other.has(t) || (t === "integer" && other.has("number"))));
+  };
+  if (schema.type !== undefined) {
+    const listed = (Array.isArray(schema.type) ? schema.type : [schema.type]).filter((t): t is string => typeof t === "string");
+    narrow(new Set(listed.includes("number") ? [...listed, "integer"] : listed));
+  }
+  if (typeof schema.$ref === "string") narrow(typesAllowed(defs.resolve(schema.$ref), defs, seen));
+  if (Array.isArray(schema.allOf)) for (const part of schema.allOf) narrow(typesAllowed(part, defs, seen));
+  for (const key of ["anyOf", "oneOf"] as const) {
+    const branches = schema[key];
+    if (!Array.isArray(branches) || branches.length === 0) continue;
+    const union = new Set<string>();
+    let any = false;
+    for (const branch of branches) {
+      const t = typesAllowed(branch, defs, new Set(seen));
+      if (t === undefined) any = true;
+      else for (const name of t) union.add(name);
+    }
+    if (!any) narrow(union);
+  }
+  if (Array.isArray(schema.enum)) narrow(new Set(schema.enum.map(jsonTypeOf)));
+  if (schema.const !== undefined) narrow(new Set([jsonTypeOf(schema.const)]));
+  return types;
+}
+
+function jsonTypeOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+  return JSON_TYPES.includes(typeof value) ? typeof value : "null";
+}
+
+/** Bounds a rule raises: a schema's own stricter bound is kept. */
+const LOWER_BOUNDS = new Set(["minLength", "minItems", "minProperties"]);
+
+/**
+ * Adds `rules` to a parameter's schema: as its own keywords where it has none of them (or a lower bound), the others
+ * in one more `allOf` part, so both the document's constraint and the rule hold.
+ */
+function addRules(schema: SchemaObject, rules: SchemaRules): void {
+  const rest: SchemaRules = {};
+  for (const [key, value] of Object.entries(rules)) {
+    const own = schema[key];
+    if (LOWER_BOUNDS.has(key) && (own === undefined || (typeof own === "number" && own < (value as number)))) schema[key] = value;
+    else if (LOWER_BOUNDS.has(key)) continue;
+    // additionalProperties beside `properties` would spare the named ones: it goes in a part of its own.
+    else if (own === undefined && key !== "additionalProperties") schema[key] = value;
+    else rest[key] = value;
+  }
+  if (Object.keys(rest).length > 0) schema.allOf = [...(Array.isArray(schema.allOf) ? schema.allOf : []), rest];
 }
 
 /**
@@ -744,7 +810,7 @@ function requestBodyOf(operation: Record<string, unknown>, ctx: MapContext, note
       schema = { type: "string" };
       break;
     default:
-      schema = { type: "string", contentEncoding: "base64", ...(chosen.key.includes("*") ? {} : { contentMediaType: chosen.key }) };
+      schema = { type: "string", contentEncoding: "base64", ...base64Rules(), ...(chosen.key.includes("*") ? {} : { contentMediaType: chosen.key }) };
       notes.push(`request body: ${chosen.key} is given as base64 and sent as its bytes`);
   }
   if (typeof requestBody.description === "string" && schema.description === undefined) schema.description = requestBody.description;
@@ -786,7 +852,7 @@ function withBase64Files(schema: unknown, ctx: MapContext, spec: OperationBody):
       properties.push([name, base64Field(value as Record<string, unknown>)]);
     } else if (isRecord(value) && value.type === "array" && isFileSchema(followedValue(ctx.follow(value.items)))) {
       binary.push(name);
-      properties.push([name, { type: "array", items: { type: "string", contentEncoding: "base64" }, ...(typeof value.description === "string" ? { description: value.description } : {}) }]);
+      properties.push([name, { type: "array", items: { type: "string", contentEncoding: "base64", ...base64Rules() }, ...(typeof value.description === "string" ? { description: value.description } : {}) }]);
     } else {
       properties.push([name, raw]);
     }
@@ -808,7 +874,7 @@ function followedValue(followed: ReturnType<RefFollower>): unknown {
 }
 
 function base64Field(source: Record<string, unknown>): SchemaObject {
-  return { type: "string", contentEncoding: "base64", ...(typeof source.description === "string" ? { description: source.description } : {}) };
+  return { type: "string", contentEncoding: "base64", ...base64Rules(), ...(typeof source.description === "string" ? { description: source.description } : {}) };
 }
 
 /** Encoding Objects of a form or multipart body, as the descriptor carries them. */
@@ -1057,7 +1123,20 @@ class DefsCollector {
     return rest;
   }
 
-  /** Puts the gathered definitions on `root`. */
+  /** The definition a `#/$defs/<name>` reference names, if gathered. */
+  resolve(ref: string): unknown {
+    const m = /^#\/\$defs\/([^/]+)$/.exec(ref);
+    if (!m) return undefined;
+    let name = m[1];
+    try {
+      name = decodeURIComponent(name);
+    } catch {
+      // As written.
+    }
+    return this.defs.get(name.replace(/~1/g, "/").replace(/~0/g, "~"));
+  }
+
+    /** Puts the gathered definitions on `root`. */
   attachTo(root: SchemaObject): void {
     if (this.defs.size > 0) root.$defs = Object.fromEntries(this.defs);
   }

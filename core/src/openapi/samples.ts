@@ -8,6 +8,7 @@ import type { ValidateFunction } from "ajv";
 import type { Ajv2020 } from "ajv/dist/2020.js";
 import { generateSync } from "json-schema-faker";
 import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
+import { INPUT_RULE_PATTERNS } from "@nodefabric/sdk";
 import { stringMatching } from "./regex.js";
 import type { SchemaObject } from "./types.js";
 
@@ -691,10 +692,14 @@ class SampleGenerator {
     const min = m.minLength;
     const max = m.maxLength;
     if (min > max) return FAIL;
-    if (m.patterns.length > 0) {
+    const fits = (text: string) => m.patterns.every((p) => patternRegex(p)?.test(text) ?? true);
+    // The runtime's own rules (a header value's characters, base64) are checked, not written from: the document's
+    // pattern, or the plain value below, makes a value that reads like one.
+    const own = m.patterns.filter((p) => !INPUT_RULE_PATTERNS.includes(p));
+    if (own.length > 0) {
       for (let v = variant; v < variant + 3; v++) {
-        const text = stringMatching(m.patterns[0], { minLength: min, maxLength: max, variant: v });
-        if (text !== undefined && m.patterns.every((p) => patternRegex(p)?.test(text) ?? true)) return text;
+        const text = stringMatching(own[0], { minLength: min, maxLength: max, variant: v });
+        if (text !== undefined && fits(text)) return text;
       }
       return FAIL;
     }
@@ -703,7 +708,9 @@ class SampleGenerator {
     if (variant > 0) text = varied(text, m.format, variant);
     if (text.length < min) text = formatted !== undefined && m.format === "uri" ? `${text}/${"x".repeat(min - text.length - 1)}` : text.padEnd(min, "x");
     if (text.length > max) text = text.slice(0, max);
-    return text;
+    if (fits(text)) return text;
+    const matching = m.patterns.length > 0 ? stringMatching(m.patterns[0], { minLength: min, maxLength: max, variant }) : undefined;
+    return matching !== undefined && fits(matching) ? matching : FAIL;
   }
 
   private number(m: Merged, integer: boolean, variant: number): Made {

@@ -7,7 +7,7 @@ export { parseCliArguments, USAGE, DEFAULT_PACKAGE_NAME, type CliArguments } fro
 export { ScaffoldError, UsageError } from "./errors.js";
 export { renderPackage, writePackage, assertUsableTargetDirectory, isTemplateName, TEMPLATE_NAMES, TEMPLATE_DESCRIPTIONS } from "./scaffold.js";
 export type { PackageSpec, RenderedPackage, TemplateName } from "./scaffold.js";
-export { openApiPackage, type OpenApiPackage, type OpenApiPackageOptions, type Exchange, type TestedExchange } from "./openapi-package.js";
+export { openApiPackage, sampleInputsOf, type OpenApiPackage, type OpenApiPackageOptions, type Exchange, type TestedExchange } from "./openapi-package.js";
 export { packageManifest, peerSpecOf, DEFAULT_SDK_SPEC, TOOL_VERSIONS } from "./package-manifest.js";
 export { assertValidPackageName, packageNameProblems, folderNameOf, nodeTypePrefixOf, baseUrlSettingOf, packageNameFromTitle } from "./package-name.js";
 export type { GeneratedFile } from "./template-files.js";

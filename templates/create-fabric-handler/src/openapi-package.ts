@@ -161,26 +161,29 @@ function seedOf(text: string): number {
   return h >>> 0;
 }
 
+/**
+ * The sample inputs the generated test of `operation` sends: a value of the node type's input_schema, made by
+ * `sampleFor` with the node type's own seed. What the runtime refuses beyond JSON Schema (an empty path value, a line
+ * break in a header) is written into the input_schema by the mapper, so a sample the schema accepts is one the
+ * runtime sends.
+ */
+export function sampleInputsOf(operation: MappedOperation): { inputs: Record<string, unknown> } | { error: string } {
+  const sample = sampleFor(operation.nodeType.input_schema as SchemaObject, { seed: seedOf(operation.nodeType.node_type_id) });
+  if ("error" in sample) return { error: `no valid sample inputs could be made: ${sample.error}` };
+  const inputs = sample.value;
+  if (typeof inputs !== "object" || inputs === null || Array.isArray(inputs)) return { error: "the sample inputs are not an object" };
+  return { inputs: inputs as Record<string, unknown> };
+}
+
 function exchangeFor(operation: MappedOperation, testBase: string): Exchange {
   const { nodeType, descriptor: op } = operation;
   const id = nodeType.node_type_id;
   const title = `${op.method} ${op.path}`;
   const untested = (why: string): Exchange => ({ node_type_id: id, operation: title, untested: why });
   const seed = seedOf(id);
-  const inputSample = sampleFor(nodeType.input_schema as SchemaObject, { seed });
-  if ("error" in inputSample) return untested(`no valid sample inputs could be made: ${inputSample.error}`);
-  const inputs = inputSample.value as Record<string, unknown>;
-  if (typeof inputs !== "object" || inputs === null || Array.isArray(inputs)) return untested("the sample inputs are not an object");
-  // A document's example for a header or cookie may hold what no header can (a line break): make one that fits instead.
-  const properties = ((nodeType.input_schema as SchemaObject).properties ?? {}) as Record<string, SchemaObject>;
-  for (const p of op.parameters) {
-    const value = inputs[p.input];
-    if ((p.in !== "header" && p.in !== "cookie") || typeof value !== "string" || /^[\t\x20-\x7e\x80-\xff]*$/.test(value)) continue;
-    const { examples: _examples, default: _default, ...plain } = properties[p.input] ?? {};
-    const other = sampleFor({ ...plain, ...((nodeType.input_schema as SchemaObject).$defs ? { $defs: (nodeType.input_schema as SchemaObject).$defs } : {}) }, { seed });
-    if ("error" in other || typeof other.value !== "string" || !/^[\t\x20-\x7e\x80-\xff]*$/.test(other.value)) return untested(`no value for the ${p.in} parameter ${p.name} could be made that a header can carry`);
-    inputs[p.input] = other.value;
-  }
+  const inputSample = sampleInputsOf(operation);
+  if ("error" in inputSample) return untested(inputSample.error);
+  const inputs = inputSample.inputs;
 
   let responseBody: unknown;
   let outputs: Record<string, unknown> = {};
