@@ -14,6 +14,7 @@ import { SERVICE_VERSION } from "../version.js";
 import { logFormatOf } from "../observe/service-logger.js";
 import { nodeTypesLs, nodeTypesPublish } from "./node-types-command.js";
 import { nodeTypesImport } from "./node-types-import.js";
+import { nodeTypesImportMcp } from "./node-types-import-mcp.js";
 import { registerRunCommands } from "./run-command.js";
 import { DEV_ISSUER, KEY_ALGORITHMS, SIGNING_KEY_FILE, JWKS_FILE, defaultKeysDir, displayPath, generateKeys, keysGenerateCommand, type KeysGenerateFlags } from "./keys-command.js";
 import { tokenMintCommand, type TokenMintFlags } from "./token-command.js";
@@ -252,21 +253,72 @@ export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
 
   nodeTypes
     .command("import")
-    .description("publish every operation of an OpenAPI document (3.0, 3.1 or Swagger 2.0) as a node type run by http.request: no code, no deploy")
-    .requiredOption("--from-openapi <file|url>", "the OpenAPI document, JSON or YAML")
-    .option("--prefix <prefix>", "node_type_id prefix (default: from the API's title)")
+    .description(
+      "publish node types made from an external description, no code and no deploy: every operation of an OpenAPI document (run by http.request), " +
+        "or every tool of an MCP server (run by mcp.call)",
+    )
+    .option("--from-openapi <file|url>", "the OpenAPI document (3.0, 3.1 or Swagger 2.0), JSON or YAML")
+    .option("--from-mcp <url|command>", "the MCP server: a Streamable HTTP URL, or a command that starts a stdio server")
+    .option("--prefix <prefix>", "node_type_id prefix (default: from the API's title, or the MCP server's name)")
     .option("--version <version>", "version of every node type", "1.0.0")
-    .option("--include <tags|ids...>", "only operations with one of these tags or operationIds (comma-separated or repeated)")
-    .option("--exclude <tags|ids...>", "leave out operations with one of these tags or operationIds")
-    .option("--base-url <url>", "call this base URL instead of the document's server")
+    .option("--include <tags|ids...>", "only these operations (tags or operationIds) or tools (names); comma-separated or repeated")
+    .option("--exclude <tags|ids...>", "leave out these operations (tags or operationIds) or tools (names)")
+    .option("--base-url <url>", "OpenAPI: call this base URL instead of the document's server")
+    .option("--header <header>", 'MCP: a header for the server, "Name: value", or "Authorization: Bearer {secret:NAME}" for an executor secret (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option("--server-name <name>", "MCP stdio command: the name the executor's operator gives the server (default: the prefix)")
+    .option("--protocol <mode>", "MCP: auto (default: 2026-07-28 when offered, else 2025), legacy, or a revision to pin")
     .option("--dry-run", "print the node types as JSON and publish nothing")
     .addOption(registryOption())
     .addOption(tokenOption())
     .action(
-      async (opts: { fromOpenapi: string; prefix?: string; version: string; include?: string[]; exclude?: string[]; baseUrl?: string; dryRun?: boolean; registry?: string; token?: string }) => {
+      async (opts: {
+        fromOpenapi?: string;
+        fromMcp?: string;
+        prefix?: string;
+        version: string;
+        include?: string[];
+        exclude?: string[];
+        baseUrl?: string;
+        header?: string[];
+        serverName?: string;
+        protocol?: string;
+        dryRun?: boolean;
+        registry?: string;
+        token?: string;
+      }) => {
         const list = (values?: string[]) => values?.flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "");
+        if ((opts.fromOpenapi === undefined) === (opts.fromMcp === undefined)) {
+          process.stderr.write("fabric: node-types import needs one of --from-openapi <file|url> and --from-mcp <url|command>\n");
+          process.exitCode = 2;
+          return;
+        }
+        if (opts.fromMcp !== undefined) {
+          if (opts.baseUrl !== undefined) {
+            process.stderr.write("fabric: --base-url applies to --from-openapi; an MCP server's URL is --from-mcp itself\n");
+            process.exitCode = 2;
+            return;
+          }
+          process.exitCode = await nodeTypesImportMcp(registryUrlOf(opts.registry), {
+            fromMcp: opts.fromMcp,
+            prefix: opts.prefix,
+            version: opts.version,
+            include: list(opts.include),
+            exclude: list(opts.exclude),
+            headers: opts.header,
+            serverName: opts.serverName,
+            protocol: opts.protocol,
+            dryRun: opts.dryRun,
+            token: clientTokenOf(opts.token),
+          });
+          return;
+        }
+        if (opts.header !== undefined || opts.serverName !== undefined || opts.protocol !== undefined) {
+          process.stderr.write("fabric: --header, --server-name and --protocol apply to --from-mcp\n");
+          process.exitCode = 2;
+          return;
+        }
         process.exitCode = await nodeTypesImport(registryUrlOf(opts.registry), {
-          fromOpenApi: opts.fromOpenapi,
+          fromOpenApi: opts.fromOpenapi!,
           prefix: opts.prefix,
           version: opts.version,
           include: list(opts.include),

@@ -10,3 +10,5 @@ export { callMcpTool, mapFailure, CLIENT_INFO } from "./tool-call.js";
 export { StdioServerPool, childEnvironment, checkStdioServerConfig, operatorStdioServers, resetOperatorStdioServers, stdioServersFromEnvironment, STDIO_SERVERS_ENV, type StdioServerConfig } from "./stdio-servers.js";
 export { toolDefinitionHash, isRetrySafe, sideEffectClassOf, CONTENT_OUTPUT_SCHEMA, type McpTool } from "./tool-definition.js";
 export default mcpCall;
+export { importMcpServer, nodeTypeOfTool, parseHeader, parseSource, prefixFromName, splitCommandLine, McpImportError, MCP_CALL_TEMPLATE, MAX_TOOLS } from "./importer.js";
+export type { ImportHeader, LeftOutTool, McpImport, McpImportOptions, McpSource } from "./importer.js";

@@ -3,13 +3,15 @@
  * node:http through its web-standard handler, recording the headers each request carried), and a whole fabric
  * serving mcp.call whose egress policy allows loopback, as an operator running MCP servers beside it would set.
  */
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type Server as HttpServer } from "node:http";
 import { Readable } from "node:stream";
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "vitest";
-import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
+import { createMcpHandler, McpServer, Server } from "@modelcontextprotocol/server";
 import { loadConfig, SERVICE_NAMES, startFabric, type RunningFabric } from "@nodefabric/core";
 import type { AtomicDefinition } from "@nodefabric/sdk";
 import { mcpCall } from "../src/index.js";
@@ -30,15 +32,44 @@ export interface McpTestServer {
  * An MCP server on loopback: `register` adds its tools to a fresh McpServer per request (the SDK's handler serves
  * both protocol eras from one factory: 2026-07-28 per request, 2025 statelessly).
  */
-export async function startMcpServer(register: (server: McpServer) => void, options: { route?: (req: import("node:http").IncomingMessage, res: import("node:http").ServerResponse) => boolean } = {}): Promise<McpTestServer> {
-  const handler = createMcpHandler(() => {
+export async function startMcpServer(register: (server: McpServer) => void, options: StartOptions = {}): Promise<McpTestServer> {
+  return serveOverHttp(() => {
     const server = new McpServer({ name: "test-server", version: "1.0.0" });
     register(server);
     return server;
-  });
+  }, options);
+}
+
+type StartOptions = { route?: (req: import("node:http").IncomingMessage, res: import("node:http").ServerResponse) => boolean };
+
+/**
+ * An MCP server on loopback whose tools/list answers `tools` exactly as given (paged by `pageSize`), built on the
+ * SDK's low-level Server, so a test can offer any definition, bad ones included; tools/call answers with `call`.
+ */
+export async function startRawMcpServer(
+  tools: () => Array<Record<string, unknown>>,
+  call: (name: string, args: unknown) => Record<string, unknown> = (name) => ({ content: [{ type: "text", text: `called ${name}` }] }),
+  options: StartOptions & { pageSize?: number; name?: string } = {},
+): Promise<McpTestServer> {
+  return serveOverHttp(() => {
+    const server = new Server({ name: options.name ?? "raw-server", version: "2.0.0" }, { capabilities: { tools: {} } });
+    server.setRequestHandler("tools/list", async (request: any) => {
+      const all = tools();
+      const size = options.pageSize ?? all.length;
+      const start = Number(request.params?.cursor ?? 0);
+      const page = all.slice(start, start + size);
+      return { tools: page as never, ...(start + size < all.length ? { nextCursor: String(start + size) } : {}) };
+    });
+    server.setRequestHandler("tools/call", async (request: any) => call(request.params.name, request.params.arguments) as never);
+    return server;
+  }, options);
+}
+
+async function serveOverHttp(factory: () => McpServer | Server, options: StartOptions = {}): Promise<McpTestServer> {
+  const handler = createMcpHandler(factory);
   const seen: IncomingHttpHeaders[] = [];
   const methods: string[] = [];
-  const http: Server = createServer(async (req, res) => {
+  const http: HttpServer = createServer(async (req, res) => {
     seen.push(req.headers);
     if (options.route?.(req, res)) return;
     const chunks: Buffer[] = [];
@@ -177,3 +208,53 @@ export function mcpBacked(id: string, mcp: Record<string, unknown>, extra: Recor
 
 export const errorOf = (run: Json) => run.extensions?.["nodefabric.error"];
 export const outputsOf = (run: Json) => run.extensions?.["nodefabric.outputs"];
+
+/** A free TCP port on loopback. */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+/** The reference server from npm, @modelcontextprotocol/server-everything: its entry point. */
+export const SERVER_EVERYTHING = fileURLToPath(new URL("../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url));
+
+export interface ChildServer {
+  url: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** server-everything in its Streamable HTTP mode, a child process on a loopback port. */
+export async function startServerEverything(): Promise<ChildServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [SERVER_EVERYTHING, "streamableHttp"], { env: { PATH: process.env.PATH ?? "", PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  child.stdout!.on("data", (d) => (log += d));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server-everything did not start: ${log}`)), 15_000);
+    child.stderr!.on("data", (d) => {
+      log += d;
+      if (/listening on port/.test(log)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server-everything exited (${code}): ${log}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    child,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
