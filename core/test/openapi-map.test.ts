@@ -11,6 +11,7 @@ import { BASE64_PATTERN, buildOperationRequest, HEADER_VALUE_PATTERN } from "@no
 import { createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { loadOpenApi } from "../src/openapi/load.js";
 import { mapOpenApi } from "../src/openapi/map.js";
+import { sampleFor } from "../src/openapi/samples.js";
 import type { MapOpenApiOptions, MappedOperation, OpenApiDocument, OpenApiMapping } from "../src/openapi/types.js";
 
 
@@ -164,6 +165,19 @@ describe("what the runtime refuses beyond the document's schemas, said in the in
     for (const bad of [{ "X-Trace": "a\r\nSet-Cookie: x=1" }, { "X-Trace": "\u0000" }, { "X-Trace": "€" }, { "X-Tags": ["a\nb"] }, { "X-Trace": "a,b" }]) {
       expect(accepts(inputSchema, { ...valid, ...bad }), JSON.stringify(bad)).toBe(false);
     }
+  });
+
+  it("gives samples the schema and the runtime accept, made from the document's keywords rather than the rules' patterns", async () => {
+    const sample = sampleFor(inputSchema as any, { seed: 7 });
+    if (!("value" in sample)) throw new Error(sample.error);
+    const inputs = sample.value as Record<string, any>;
+    expect(inputs.workflowName).toMatch(/^[a-zA-Z_0-9-]+$/);
+    expect(inputs.version).toMatch(/^[a-z0-9.]+$/);
+    expect(["", ".", ".."]).not.toContain(inputs.version);
+    expect(inputs["X-Trace"]).toMatch(/^[^,]*$/);
+    expect(inputs["X-Tags"]).toEqual(["example"]);
+    expect(accepts(inputSchema, inputs)).toBe(true);
+    await expect(buildOperationRequest(operation.descriptor, inputs, { setting: () => undefined, secret: () => undefined })).resolves.toBeDefined();
   });
 
   it("accepts in the schema what the runtime sends, and the runtime refuses what the schema refuses", async () => {
