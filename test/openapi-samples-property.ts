@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadOpenApi, mapOpenApi, type MappedOperation } from "@nodefabric/core/openapi";
+import { loadOpenApi, mapOpenApi, type MappedOperation, type OpenApiMapping } from "@nodefabric/core/openapi";
 import { buildOperationRequest, HandlerError, type HttpOperationDescriptor } from "@nodefabric/sdk";
 import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { sampleInputsOf } from "../templates/create-fabric-handler/src/openapi-package.js";
@@ -137,14 +137,19 @@ export async function checkDocument(entry: CorpusEntry): Promise<DocumentCheck> 
     settingsPrefix: baseUrlSettingOf(nodeTypePrefix).replace(/_BASE_URL$/, ""),
     location: loaded.location,
   });
+  return checkMapping(entry.file, mapping);
+}
+
+/** Checks every operation of a mapping, made from the document `file`. */
+export async function checkMapping(file: string, mapping: OpenApiMapping): Promise<DocumentCheck> {
   const configuredBase = mapping.defaultBaseUrl === "" ? TEST_BASE_URL : undefined;
   const failures: string[] = [];
   const unsampled: Record<string, string> = {};
   const ajv = createHandlerAjv();
   for (const operation of mapping.operations) {
-    const outcome = await checkOperation(entry.file, operation, configuredBase, ajv);
+    const outcome = await checkOperation(file, operation, configuredBase, ajv);
     if (typeof outcome === "string") failures.push(outcome);
     else if (outcome) unsampled[operation.descriptor.operation_id] = outcome.unsampled;
   }
-  return { file: entry.file, checked: mapping.operations.length, failures, unsampled };
+  return { file, checked: mapping.operations.length, failures, unsampled };
 }
