@@ -35,7 +35,17 @@ const PENDING = (what: string) => `pending in the suite itself (its own referenc
 export const SERVER_SCOPE: Record<string, Scope> = {
   // Lifecycle and transport: apply to any server.
   "server-initialize": { applies: true },
-  "server-stateless": { applies: true },
+  "server-stateless": {
+    applies: true,
+    notApplicableChecks: {
+      "sep-2575-server-rejects-undeclared-capability":
+        "needs the diagnostic tool test_missing_capability, which needs a client capability (sampling, elicitation) the caller did not declare; a node type needs none",
+      "sep-2575-missing-capability-http-400": "the same diagnostic tool test_missing_capability (the HTTP status of its -32021 error)",
+      "sep-2575-http-server-no-independent-requests-on-stream": "needs the diagnostic tool test_streaming_elicitation, which elicits from the client mid-call; a node type cannot",
+      "sep-2575-server-no-log-without-loglevel":
+        "needs the diagnostic tool test_logging_tool, which sends MCP log messages; /mcp sends none (a run's logs go to its events and traces), so there is nothing to exercise",
+    },
+  },
   "server-session-lifecycle": { applies: true },
   ping: { applies: true },
   "server-sse-multiple-streams": { applies: true },

@@ -1,0 +1,146 @@
+/**
+ * The official MCP inspector's CLI (@modelcontextprotocol/inspector --cli) as a user's client of a real `fabric dev`'s
+ * /mcp, in both protocol eras (`--protocol-era legacy`: 2025, initialize; `modern`: 2026-07-28, stateless): it lists
+ * the node types as tools, schema for schema, and a call answers what the Run API answers for the same input.
+ *
+ *   npx vitest run test/e2e/mcp-inspector.test.ts
+ *
+ * The inspector needs Node >= 22.19: it runs on Node 24 from `.ci/node.sh 24`, installed into ~/.cache/nodefabric-e2e.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call } from "../run-client.js";
+import { INSPECTOR, ensureTool, runInspector } from "./support-mcp/tools.js";
+import { startMcpFabric, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
+
+const SLOW = 300_000;
+const ERAS = ["legacy", "modern"] as const;
+
+describe("the inspector CLI, against a reference server (server-everything over Streamable HTTP)", () => {
+  let ref: ReferenceServer;
+  beforeAll(async () => {
+    await ensureTool(INSPECTOR);
+    ref = await startServerEverything();
+  }, SLOW);
+  afterAll(async () => {
+    await ref?.stop();
+  });
+
+  it("lists tools and calls one, answering JSON the harness reads", async () => {
+    const list = await runInspector([ref.url, "--method", "tools/list"]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.json.result.tools.map((t: { name: string }) => t.name)).toContain("echo");
+    const echo = await runInspector([ref.url, "--method", "tools/call", "--tool-name", "echo", "--tool-args-json", JSON.stringify({ message: "hi" })]);
+    expect(echo.code, echo.stderr).toBe(0);
+    expect(echo.json.result.content).toEqual([{ type: "text", text: "Echo: hi" }]);
+    const missing = await runInspector([ref.url, "--method", "tools/call", "--tool-name", "no-such-tool"]);
+    expect(missing.code).not.toBe(0);
+    expect(missing.json.error.code).toBe("tool_not_found");
+  }, SLOW);
+});
+
+describe("fabric dev's /mcp, through the official inspector CLI", () => {
+  let f: McpFabric;
+  beforeAll(async () => {
+    await ensureTool(INSPECTOR);
+    f = await startMcpFabric();
+    await waitForNodeTypes(f.fabric.urls["node-registry"], ["demo.echo", "demo.fail", "test_simple_text"]);
+  }, SLOW);
+  afterAll(async () => {
+    await f?.stop();
+  });
+
+  const nodeType = async (id: string) => {
+    const r = await call("GET", `${f.fabric.urls["node-registry"]}/v1/node-types/${encodeURIComponent(id)}`);
+    expect(r.status).toBe(200);
+    return r.body;
+  };
+
+  /** The runs of a node type, as GET /v1/runs lists them. */
+  const runsOf = async (id: string): Promise<any[]> => {
+    const r = await call("GET", `${f.gateway}/v1/runs?node_type_id=${encodeURIComponent(id)}&limit=1000`);
+    expect(r.status).toBe(200);
+    return r.body;
+  };
+
+  for (const era of ERAS) {
+    describe(`--protocol-era ${era}`, () => {
+      it("lists the node types as tools: name, description and schemas exactly as the registry has them", async () => {
+        const list = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list"]);
+        expect(list.code, `${list.stderr}\n${list.stdout}`).toBe(0);
+        const tools: any[] = list.json.result.tools;
+        const names = tools.map((t) => t.name);
+        for (const id of ["demo.echo", "demo.sleep", "demo.fail", "test_simple_text", "json_schema_2020_12_tool"]) expect(names).toContain(id);
+        // A deterministic order: the same list twice.
+        const again = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list"]);
+        expect(again.json.result.tools.map((t: { name: string }) => t.name)).toEqual(names);
+        for (const id of ["demo.echo", "demo.fail", "json_schema_2020_12_tool"]) {
+          const t = tools.find((x) => x.name === id);
+          const nt = await nodeType(id);
+          expect(t.description, id).toBe(nt.description);
+          expect(t.inputSchema, id).toEqual(nt.input_schema);
+          expect(t.outputSchema, id).toEqual(nt.output_schema);
+          // demo.* are read-only by their gates.
+          expect(t.annotations?.readOnlyHint, id).toBe(true);
+        }
+      }, SLOW);
+
+      it("calls demo.echo: structuredContent is the run's outputs, as the Run API gives them for the same input, and the call is an ordinary run", async () => {
+        const input = { greeting: "hello", n: 42, nested: { list: [1, "two", null], era } };
+        const before = await runsOf("demo.echo");
+        const viaMcp = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/call", "--tool-name", "demo.echo", "--tool-args-json", JSON.stringify(input)]);
+        expect(viaMcp.code, `${viaMcp.stderr}\n${viaMcp.stdout}`).toBe(0);
+        const result = viaMcp.json.result;
+        expect(result.isError ?? false).toBe(false);
+
+        // The call was one run of demo.echo, completed, listed by the Run API like any other.
+        const after = await runsOf("demo.echo");
+        const fresh = after.filter((r) => !before.some((b) => b.run_id === r.run_id));
+        expect(fresh.map((r) => r.state)).toEqual(["completed"]);
+
+        const nt = await nodeType("demo.echo");
+        const viaApi = await call("POST", `${f.gateway}/v1/runs`, { root_node_type_ref: { node_type_id: "demo.echo", version: nt.version }, input }, { prefer: "wait=20" });
+        expect(viaApi.status).toBe(200);
+        expect(viaApi.body.state).toBe("completed");
+        const outputs = viaApi.body.extensions["nodefabric.outputs"];
+        expect(outputs).toEqual({ echo: input });
+        expect(result.structuredContent).toEqual(outputs);
+        const mcpRun = await call("GET", `${f.gateway}/v1/runs/${fresh[0].run_id}`);
+        expect(mcpRun.body.extensions["nodefabric.outputs"]).toEqual(outputs);
+        // The same JSON in a text block, for clients that read text only.
+        const texts = result.content.filter((c: { type: string }) => c.type === "text");
+        expect(texts.length).toBeGreaterThan(0);
+        expect(JSON.parse(texts[0].text)).toEqual(outputs);
+      }, SLOW);
+
+      it("calls demo.fail: a failed run is a tool error naming the error code and message", async () => {
+        const viaMcp = await runInspector([
+          f.mcp,
+          "--protocol-era",
+          era,
+          "--method",
+          "tools/call",
+          "--tool-name",
+          "demo.fail",
+          "--tool-args-json",
+          JSON.stringify({ code: "quota_exhausted", message: `no quota left (${era})` }),
+        ]);
+        const result = viaMcp.json?.result;
+        expect(result, `${viaMcp.stderr}\n${viaMcp.stdout}`).toBeDefined();
+        expect(result.isError).toBe(true);
+        const text = result.content.map((c: { text?: string }) => c.text ?? "").join("\n");
+        expect(text).toContain("quota_exhausted");
+        expect(text).toContain(`no quota left (${era})`);
+      }, SLOW);
+
+      it("calls a tool with arguments its input schema refuses: a tool error, and no run of it starts", async () => {
+        const before = await runsOf("demo.sleep");
+        const bad = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/call", "--tool-name", "demo.sleep", "--tool-args-json", JSON.stringify({ ms: "soon" })]);
+        const result = bad.json?.result;
+        expect(result, `${bad.stderr}\n${bad.stdout}`).toBeDefined();
+        expect(result.isError, bad.stdout).toBe(true);
+        expect(result.content.map((c: { text?: string }) => c.text ?? "").join("\n")).toMatch(/ms/);
+        expect((await runsOf("demo.sleep")).length).toBe(before.length);
+      }, SLOW);
+    });
+  }
+});
