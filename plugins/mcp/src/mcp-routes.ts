@@ -83,6 +83,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
         mode: settings.mode,
         waitSeconds: settings.waitSeconds,
         progressIntervalMs: settings.progressIntervalMs,
+        taskAfterSeconds: settings.taskAfterSeconds,
         listTtlMs: settings.refreshMs,
         inflight: new Map(),
         tasks: undefined as never,

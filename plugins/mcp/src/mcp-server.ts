@@ -37,6 +37,8 @@ export interface ServerDeps {
   waitSeconds: number;
   /** Least time between two progress notifications of one call (ms). */
   progressIntervalMs: number;
+  /** On 2026-07-28, how long a call may run before it becomes a task (s; 0: a task at once). */
+  taskAfterSeconds: number;
   /** How long the catalogue is reused: the ttlMs of tools/list on 2026-07-28. */
   listTtlMs: number;
   /** Calls in flight, by caller digest and JSON-RPC id, for a 2025-era notifications/cancelled (a separate POST). */
@@ -140,13 +142,41 @@ async function follow(deps: ServerDeps, caller: CallerInfo, runId: string, signa
   }
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+type TaskHook = (request: Sdk.JSONRPCRequest, ctx: Sdk.ServerContext) => Promise<Sdk.Result | undefined>;
+type NodeFabricServer = Sdk.Server & { taskHook?: TaskHook };
+const serverClasses = new WeakMap<object, new (info: Sdk.Implementation, options?: Sdk.ServerOptions) => NodeFabricServer>();
+
+/**
+ * The SDK's Server with one seam more: on tools/call, `taskHook` may answer first, with a CreateTaskResult (2025-11-25
+ * `{ task }`, or a 2026-07-28 `resultType: "task"`). The SDK checks every tools/call result against CallToolResult
+ * and has no task runtime, so without this a task could not be answered.
+ */
+function serverClass(sdk: typeof Sdk) {
+  let C = serverClasses.get(sdk);
+  if (!C) {
+    class Wrapped extends sdk.Server {
+      taskHook?: TaskHook;
+      protected override _wrapHandler(method: string, handler: (request: Sdk.JSONRPCRequest, ctx: Sdk.ServerContext) => Promise<Sdk.Result>) {
+        const inner = super._wrapHandler(method, handler);
+        if (method !== "tools/call") return inner;
+        return async (request: Sdk.JSONRPCRequest, ctx: Sdk.ServerContext) => (await this.taskHook?.(request, ctx)) ?? inner(request, ctx);
+      }
+    }
+    C = Wrapped;
+    serverClasses.set(sdk, C);
+  }
+  return C;
+}
+
 /** The factory `createMcpHandler` calls for each request. */
 export function serverFactory(deps: ServerDeps): Sdk.McpServerFactory {
   const { sdk } = deps;
   return (ctx) => {
     const caller = (ctx.authInfo?.extra as { caller?: CallerInfo } | undefined)?.caller;
     if (!caller) throw new Error("the MCP route passes the caller in authInfo.extra.caller");
-    const server = new sdk.Server(
+    const server = new (serverClass(sdk))(
       { name: "nodefabric", title: "NodeFabric", version: deps.version },
       {
         capabilities: { tools: { listChanged: true }, ...deps.tasks.capabilities(ctx.era) },
@@ -157,6 +187,8 @@ export function serverFactory(deps: ServerDeps): Sdk.McpServerFactory {
 
     server.setRequestHandler("tools/list", async (request) => {
       const listed: McpTool[] = deps.mode === "search" ? (caller.mayRun ? searchTools() : []) : (await toolsFor(deps, caller)).map(toolOf);
+      // 2025-11-25 tools say whether they run as tasks: every run can.
+      if (ctx.era === "legacy") for (const t of listed) (t as McpTool & { execution?: unknown }).execution = { taskSupport: "optional" };
       const cursor = request.params?.cursor;
       const after = cursor === undefined ? undefined : decodeCursor(sdk, cursor).after;
       const from = after === undefined ? 0 : listed.findIndex((t) => t.name > after);
@@ -165,25 +197,39 @@ export function serverFactory(deps: ServerDeps): Sdk.McpServerFactory {
       return { tools: page as never, ...(more ? { nextCursor: encodeCursor({ after: page[page.length - 1]!.name }) } : {}) };
     });
 
+    /** The node type a call names, and its input; a protocol error for an unknown tool. */
+    type Resolved = { kind: "run"; t: NodeType; input: Record<string, unknown> } | { kind: "answer"; result: ToolResult };
+    const resolve = async (name: string, args: Record<string, unknown>): Promise<Resolved> => {
+      if (deps.mode === "search" && (name === SEARCH_TOOL || name === RUN_TOOL) && caller.mayRun) {
+        if (name === SEARCH_TOOL) return { kind: "answer", result: await deps.search.search(caller, args) };
+        const picked = await deps.search.pick(caller, args);
+        if ("error" in picked) return { kind: "answer", result: picked.error };
+        return { kind: "run", t: picked.nodeType, input: picked.input };
+      }
+      const t = deps.mode === "tools" && caller.mayRun ? await deps.catalogue.get(name) : undefined;
+      if (!t) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
+      return { kind: "run", t, input: args };
+    };
+
+    // A call that becomes a task answers a CreateTaskResult, which the SDK's tools/call result check (a CallToolResult)
+    // would refuse: the task hook answers it before that check (see NodeFabricServer).
+    server.taskHook = async (request, rctx) => {
+      const params = (request.params ?? {}) as { name?: unknown; arguments?: unknown };
+      if (typeof params.name !== "string") return undefined;
+      const args = isObject(params.arguments) ? params.arguments : {};
+      if (!deps.tasks.wants(params as Record<string, unknown>, rctx)) return undefined;
+      const found = await resolve(params.name, args);
+      if (found.kind === "answer") return found.result as never;
+      const task = deps.tasks.requested(params as Record<string, unknown>, rctx, found.t);
+      if (!task) return undefined;
+      return (await deps.tasks.start(caller, found.t, found.input, task, rctx)) as never;
+    };
+
     server.setRequestHandler("tools/call", async (request, rctx) => {
       const { name } = request.params;
-      const args = (request.params.arguments ?? {}) as Record<string, unknown>;
-      let t: NodeType | undefined;
-      let callArgs = args;
-      if (deps.mode === "search" && (name === SEARCH_TOOL || name === RUN_TOOL)) {
-        if (!caller.mayRun) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
-        if (name === SEARCH_TOOL) return deps.search.search(caller, args);
-        const picked = await deps.search.pick(caller, args);
-        if ("error" in picked) return picked.error;
-        t = picked.nodeType;
-        callArgs = picked.input;
-      } else if (deps.mode === "tools" && caller.mayRun) {
-        t = await deps.catalogue.get(name);
-      }
-      if (!t) throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
-
-      const task = deps.tasks.requested(request.params, rctx);
-      if (task) return deps.tasks.start(caller, t, callArgs, task, rctx);
+      const found = await resolve(name, (request.params.arguments ?? {}) as Record<string, unknown>);
+      if (found.kind === "answer") return found.result as never;
+      const { t, input: callArgs } = found;
 
       const key = `${caller.digest}\n${JSON.stringify(rctx.mcpReq.id)}`;
       const ac = new AbortController();

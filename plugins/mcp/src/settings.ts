@@ -25,6 +25,8 @@ export interface McpSettings {
   authorizationServers: string[];
   /** Longest one `Prefer: wait` of a blocking call (s, at most 60). */
   waitSeconds: number;
+  /** On 2026-07-28 with the tasks extension, how long a call may run before it becomes a task (s, default 1). FABRIC_MCP_TASK_AFTER_S. */
+  taskAfterSeconds: number;
   /** Least time between two progress notifications of one call (ms, default 100). FABRIC_MCP_PROGRESS_INTERVAL_MS. */
   progressIntervalMs: number;
 }
@@ -67,6 +69,7 @@ export function mcpSettings(options: Partial<McpSettings> = {}, env: NodeJS.Proc
     allowedOrigins: options.allowedOrigins ?? list(env.FABRIC_MCP_ALLOWED_ORIGINS) ?? [],
     authorizationServers: options.authorizationServers ?? list(env.FABRIC_MCP_AUTHORIZATION_SERVERS) ?? [],
     waitSeconds: Math.min(60, options.waitSeconds ?? 60),
+    taskAfterSeconds: options.taskAfterSeconds ?? int(env.FABRIC_MCP_TASK_AFTER_S, "FABRIC_MCP_TASK_AFTER_S", 0, 60) ?? 1,
     progressIntervalMs: options.progressIntervalMs ?? int(env.FABRIC_MCP_PROGRESS_INTERVAL_MS, "FABRIC_MCP_PROGRESS_INTERVAL_MS", 0, 60_000) ?? 100,
   };
 }
