@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "../run-client.js";
 import { INSPECTOR, ensureTool, runInspector } from "./support-mcp/tools.js";
-import { startMcpFabric, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
+import { startMcpFabric, startRecordingProxy, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
 
 const SLOW = 300_000;
 const ERAS = ["legacy", "modern"] as const;
@@ -64,6 +64,30 @@ describe("fabric dev's /mcp, through the official inspector CLI", () => {
 
   for (const era of ERAS) {
     describe(`--protocol-era ${era}`, () => {
+      it("speaks that era on the wire, and the fabric answers it", async () => {
+        const proxy = await startRecordingProxy(f.mcp);
+        try {
+          const list = await runInspector([proxy.url, "--protocol-era", era, "--method", "tools/call", "--tool-name", "test_simple_text"]);
+          expect(list.code, `${list.stderr}\n${list.stdout}`).toBe(0);
+          expect(list.json.result.structuredContent).toEqual({ text: "This is a simple text response for testing." });
+          const posts = proxy.requests.filter((r) => r.method === "POST");
+          const rpc = posts.flatMap((r) => r.rpc);
+          expect(rpc).toContain("tools/call");
+          for (const r of posts) expect(r.status, JSON.stringify(r)).toBeLessThan(300);
+          if (era === "legacy") {
+            // 2025: the initialize handshake, at a dated 2025 version, then requests in the session it opened.
+            expect(rpc[0]).toBe("initialize");
+            expect(posts[0].bodyProtocolVersion).toMatch(/^2025-/);
+          } else {
+            // 2026-07-28: stateless, no initialize; every request names the version in its header.
+            expect(rpc).not.toContain("initialize");
+            for (const r of posts) expect(r.headers["mcp-protocol-version"], JSON.stringify(r)).toBe("2026-07-28");
+          }
+        } finally {
+          await proxy.stop();
+        }
+      }, SLOW);
+
       it("lists the node types as tools: name, description and schemas exactly as the registry has them", async () => {
         const list = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list"]);
         expect(list.code, `${list.stderr}\n${list.stdout}`).toBe(0);

@@ -118,3 +118,70 @@ export async function startServerEverything(): Promise<ReferenceServer> {
     },
   };
 }
+
+export interface RecordedRequest {
+  method: string;
+  /** The JSON-RPC method(s) of the body, when it is JSON-RPC. */
+  rpc: string[];
+  /** `params.protocolVersion` of an initialize, or `_meta` protocol version of a 2026 request, when present. */
+  bodyProtocolVersion?: string;
+  headers: Record<string, string | string[] | undefined>;
+  status?: number;
+}
+
+export interface RecordingProxy {
+  url: string;
+  requests: RecordedRequest[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A loopback HTTP proxy in front of an MCP endpoint that records each request (HTTP method, JSON-RPC methods, protocol
+ * version headers) and passes bodies through unchanged, streams included, so a test can see which era a client spoke.
+ */
+export async function startRecordingProxy(target: string): Promise<RecordingProxy> {
+  const http = await import("node:http");
+  const to = new URL(target);
+  const requests: RecordedRequest[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const rec: RecordedRequest = { method: req.method ?? "", rpc: [], headers: { ...req.headers } };
+      try {
+        const msg = JSON.parse(body.toString("utf8"));
+        for (const m of Array.isArray(msg) ? msg : [msg]) {
+          if (typeof m?.method === "string") rec.rpc.push(m.method);
+          const v = m?.params?.protocolVersion ?? m?.params?._meta?.["io.modelcontextprotocol/protocolVersion"];
+          if (typeof v === "string") rec.bodyProtocolVersion = v;
+        }
+      } catch {
+        // not JSON: recorded by its HTTP method alone
+      }
+      requests.push(rec);
+      const headers = { ...req.headers, host: to.host };
+      const up = http.request({ host: to.hostname, port: to.port, path: to.pathname + to.search, method: req.method, headers }, (upRes) => {
+        rec.status = upRes.statusCode;
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        upRes.pipe(res);
+      });
+      up.on("error", (err) => {
+        res.writeHead(502, { "content-type": "text/plain" });
+        res.end(String(err));
+      });
+      up.end(body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}${to.pathname}`,
+    requests,
+    stop: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
