@@ -44,6 +44,19 @@ function describeError(err: unknown): string {
   return (err as Error).message;
 }
 
+/** The indexes of a batch the registry refused, each with its reasons (`/node_types/<i>/…` in the error's details). */
+function refusedIndexes(err: unknown): Map<number, string> {
+  const refused = new Map<number, string>();
+  if (!FabricError.is(err)) return refused;
+  for (const e of (err.details?.errors as Array<{ path: string; message: string }> | undefined) ?? []) {
+    const m = /^\/node_types\/(\d+)(\/.*)?$/.exec(e.path);
+    if (!m) return new Map();
+    const i = Number(m[1]);
+    refused.set(i, [refused.get(i), `${m[2] ?? ""} ${e.message}`.trim()].filter(Boolean).join("; "));
+  }
+  return refused;
+}
+
 function leftOutLines(result: McpImportResult, max: number): string {
   if (result.leftOut.length === 0) return "";
   const lines = result.leftOut.slice(0, max).map((l) => `\n  ${l.tool}: ${l.reason}`);
@@ -99,21 +112,33 @@ export async function nodeTypesImportMcp(registryUrl: string, options: McpImport
     return 0;
   }
   const client = new RegistryClient(registryUrl, clientAuthOptions(options.token));
+  const published = new Set<NodeType>();
   try {
     for (let start = 0; start < result.nodeTypes.length; start += BATCH_SIZE) {
-      const batch = result.nodeTypes.slice(start, start + BATCH_SIZE);
+      let batch = result.nodeTypes.slice(start, start + BATCH_SIZE);
       try {
-        await client.publishMany(batch);
+        try {
+          await client.publishMany(batch);
+        } catch (err) {
+          // The registry names each node type it refuses (its schemas would not compile): those are left out, with its
+          // reason, and the rest of the batch is published.
+          const refused = refusedIndexes(err);
+          if (refused.size === 0 || refused.size === batch.length) throw err;
+          for (const [i, reason] of refused) result.leftOut.push({ tool: String((batch[i]!.extensions as Record<string, { tool?: string }>)["nodefabric.mcp"]?.tool), reason: `the registry refused it: ${reason}` });
+          batch = batch.filter((_, i) => !refused.has(i));
+          await client.publishMany(batch);
+        }
       } catch (err) {
         out.stderr.write(`fabric: publishing node types ${start + 1} to ${start + batch.length} failed (${start} were published before): ${describeError(err)}\n`);
         return 1;
       }
+      for (const t of batch) published.add(t);
       if (result.nodeTypes.length > BATCH_SIZE) progress(`published ${Math.min(start + BATCH_SIZE, result.nodeTypes.length)} of ${result.nodeTypes.length} node types`);
     }
   } finally {
     await client.close();
   }
-  out.stdout.write(summary(result, result.nodeTypes, options, sourceKind));
+  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published.has(t)), options, sourceKind));
   return 0;
 }
 

@@ -12,7 +12,7 @@
  *   and one attempt only unless the tool is read-only or idempotent;
  * - `nodefabric.mcp` naming the server, the tool and the hash of its definition (see tool-definition.ts).
  */
-import { schemaProblem } from "@nodefabric/sdk/runtime";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { CLIENT_INFO } from "./tool-call.js";
@@ -128,13 +128,25 @@ export function prefixFromName(name: string): string {
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
+// One compiler for every tool: making one costs milliseconds (its meta-schemas), and a server may list thousands.
+let compiler: Ajv2020 | undefined;
+
 /**
- * Why `schema` cannot be a node type's schema, or undefined: the registry's own check (the same function), run on the
- * 2020-12 form, so a tool it would refuse is left out with the reason instead of failing the whole publish.
+ * Why `schema` cannot be a node type's schema, or undefined: it is compiled in its 2020-12 form, as the fabric will
+ * (the registry refuses a publish whose schemas would not compile), so a tool whose schema would not is left out with
+ * the reason instead of failing the whole publish.
  */
 function schemaProblemOf(schema: unknown): string | undefined {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return "is not a JSON Schema object";
-  return schemaProblem(toDraft2020(schema as Record<string, unknown>));
+  compiler ??= new Ajv2020({ strict: false, validateFormats: false, addUsedSchema: false, logger: false });
+  // Two tools may well share an $id: it is left out for compiling only.
+  const { $id: _id, ...rest } = toDraft2020(schema as Record<string, unknown>);
+  try {
+    compiler.compile(rest);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
 }
 
 function secretValueFromEnv(name: string): string | undefined {
