@@ -266,7 +266,10 @@ export class RunLifecycle {
         nr.lease_expires_at = null;
         batch.nodeRuns!.push(nr);
       } else {
-        core.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("approval_rejected", `approval ${approvalId} was rejected`, { retryable: false, details: { approval_id: approvalId, action: checkpoint } }));
+        // The person's reason travels with the failure, so a parent composite can say why it stopped.
+        const details: Record<string, unknown> = { approval_id: approvalId, action: checkpoint };
+        if (reason !== undefined) details.reason = reason;
+        core.finishNodeRun(batch, run, nr, "failed", undefined, errorBody("approval_rejected", `approval ${approvalId} was rejected${reason !== undefined ? `: ${reason}` : ""}`, { retryable: false, details }));
       }
       await core.write(batch);
     });

@@ -3,9 +3,11 @@
  * `llm.planner`, a composite whose every model call is an `llm.chat` child NodeRun (docs/llm.md).
  */
 import { llmChat } from "./chat.js";
+import { llmPlanner, planApproval } from "./planner.js";
 
 export { llmChat, estimatePromptTokens, readErrorBody, resetLlmConfig, LLM_MAX_TOKENS_EXTENSION, DEFAULT_MAX_OUTPUT_TOKENS } from "./chat.js";
 export type { ChatInputs, ChatOutputs, ChatMessage, ChatUsage } from "./chat.js";
 export { loadLlmConfig, profileFor, priceOf, costOf, type LlmConfig, type LlmProfile, type ModelPrice, type StructuredMode } from "./config.js";
 export { strictSchema, dropStrictNulls, parseJsonAnswer } from "./structured.js";
-export default [llmChat];
+export { llmPlanner, planApproval, stableJson, PLAN_APPROVAL, type PlannerInputs } from "./planner.js";
+export default [llmChat, llmPlanner, planApproval];
