@@ -7,13 +7,10 @@ import { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import type * as Sdk from "@modelcontextprotocol/server";
-import { Catalogue } from "./catalogue.js";
 import { GatewayCalls, callerHeaders } from "./gateway-calls.js";
-import { serverFactory, type CallerInfo, type ServerDeps } from "./mcp-server.js";
+import type { CallerInfo, ServerDeps } from "./mcp-server.js";
 import { mcpSettings, type McpSettings } from "./settings.js";
 import { callerDigest } from "./tools.js";
-import { runTasks } from "./tasks.js";
-import { selectionSearch } from "./search.js";
 
 export interface McpRoutesOptions extends Partial<McpSettings> {
   fabric: PluginServiceContext;
@@ -60,8 +57,14 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
   let poll: NodeJS.Timeout | undefined;
   const serve = (): Promise<Served> =>
     (served ??= (async () => {
+      // Everything that serves MCP loads here, on the first request to /mcp: a fabric nobody asks over MCP starts as
+      // fast as one without this plugin.
       const sdk = await import("@modelcontextprotocol/server");
       const { AjvJsonSchemaValidator } = await import("@modelcontextprotocol/server/validators/ajv");
+      const { serverFactory } = await import("./mcp-server.js");
+      const { runTasks } = await import("./tasks.js");
+      const { selectionSearch } = await import("./search.js");
+      const { Catalogue } = await import("./catalogue.js");
       const bus = new sdk.InMemoryServerEventBus();
       let handler: Sdk.McpHttpHandler | undefined;
       const catalogue = new Catalogue({
