@@ -9,7 +9,7 @@ import { clock } from "../clock.js";
 import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
 import type { NewRunEvent, NodeRunRecord, WriteBatch } from "../store/run-store.js";
-import { mergeConstraints } from "./constraints.js";
+import { mergeConstraints, policyContextOf } from "./constraints.js";
 import { CONSTRAINTS_KEY, type EngineCore } from "./engine-core.js";
 import type { Dispatcher, SendPlan } from "./dispatch.js";
 import { assignmentRefused, event, hashOf, isTerminal, type Caller } from "./engine-types.js";
@@ -215,6 +215,7 @@ export class Children {
             node_type_ref: rec.node_run.node_type_ref,
             run_context: run.run.run_context,
             constraints: (rec.node_run.extensions?.[CONSTRAINTS_KEY] as ConstraintEnvelope | undefined) ?? {},
+            ...policyContextOf(rec.node_run),
           });
           batch.events!.push(event("policy_decided", run.run_id, rec.node_run_id, { action: "node.run.create", ...d.record }));
           if (d.error) {

@@ -105,3 +105,13 @@ export function withinSideEffectCap(declared: SideEffectClass | undefined, cap: 
   if (!cap) return true;
   return sideEffectRank(declared ?? "write") <= sideEffectRank(cap);
 }
+
+/**
+ * The PolicyDecisionRequest `context` a NodeRun brings to the coordinator's checkpoints: its `metadata.labels` (kept as
+ * `extensions["nodefabric.metadata"]`), as `context.labels`, so a policy can decide on what its creator said about it (for example the model profile of an
+ * `llm.chat` call a planner makes, `nodefabric.llm.profile`). Nothing when it has no labels.
+ */
+export function policyContextOf(nodeRun: { extensions?: Record<string, unknown> }): { context?: { labels: Record<string, string> } } {
+  const labels = (nodeRun.extensions?.["nodefabric.metadata"] as { labels?: Record<string, string> } | undefined)?.labels;
+  return labels && Object.keys(labels).length > 0 ? { context: { labels } } : {};
+}

@@ -16,6 +16,7 @@ import { retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import type { EngineCore } from "./engine-core.js";
 import { runLogFields } from "../observe/log-fields.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
+import { policyContextOf } from "./constraints.js";
 
 const LEASE_GRACE_MS = 10_000;
 const isBeginResponse = validatorFor("composite_begin_response");
@@ -345,6 +346,7 @@ export class Dispatcher {
         node_type_ref: nr.node_run.node_type_ref,
         run_context: run.run.run_context,
         constraints,
+        ...policyContextOf(nr.node_run),
       });
       batch.events!.push(event("policy_decided", nr.run_id, nr.node_run_id, { action: "node.run.execute", ...d.record }));
       if (d.error) {

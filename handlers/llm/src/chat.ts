@@ -81,6 +81,15 @@ function configNow(): LlmConfig {
   return cached.config;
 }
 
+/** The profile a call that names none uses here (for labels a policy reads); "default" when none is configured. */
+export function defaultProfileName(): string {
+  try {
+    return configNow().default_profile ?? "default";
+  } catch {
+    return "default";
+  }
+}
+
 /** Forgets the cached configuration (tests that change the environment between fabrics). */
 export function resetLlmConfig(): void {
   cached = undefined;

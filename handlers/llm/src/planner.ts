@@ -18,7 +18,7 @@
  * never cut short.
  */
 import { ChildFailedError, defineAtomic, defineComposite, HandlerError, type CandidateSet, type CompositeContext, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/sdk";
-import { estimatePromptTokens, LLM_MAX_TOKENS_EXTENSION, type ChatMessage, type ChatOutputs } from "./chat.js";
+import { defaultProfileName, estimatePromptTokens, LLM_MAX_TOKENS_EXTENSION, type ChatMessage, type ChatOutputs } from "./chat.js";
 import { describeErrors, validatorOf } from "./structured.js";
 
 type Candidate = CandidateSet["candidates"][number];
@@ -206,7 +206,15 @@ class Planner {
         }
         inputs.budget = budget;
       }
-      const child = this.ctx.spawn(CHAT, inputs, { metadata: { labels: { "nodefabric.llm.purpose": purpose } } });
+      // What the PDP sees of the call (as context.labels at node.run.create and node.run.execute): its purpose, profile,
+      // model and the tokens it reserves.
+      const labels: Record<string, string> = {
+        "nodefabric.llm.purpose": purpose,
+        "nodefabric.llm.profile": this.inputs.profile ?? defaultProfileName(),
+        "nodefabric.llm.reserved_tokens": String(estimatePromptTokens({ messages: conversation, response_schema: schema }) + this.maxOut),
+      };
+      if (this.inputs.model) labels["nodefabric.llm.model"] = this.inputs.model;
+      const child = this.ctx.spawn(CHAT, inputs, { metadata: { labels } });
       const record: { purpose: string; node_run_id: string; usage?: JsonValue; cost?: number } = { purpose, node_run_id: "" };
       this.modelCalls.push(record);
       this.usage.model_calls++;

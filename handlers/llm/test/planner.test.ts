@@ -103,7 +103,7 @@ const saved = { ...process.env };
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), "llm-planner-test-"));
   llm = await startLlmStandIn({ respond: (b) => respond(b) });
-  writeFileSync(path.join(dir, "llm.json"), JSON.stringify({ prices: { "gpt-test": { input_per_million: 100, output_per_million: 200 } } }));
+  writeFileSync(path.join(dir, "llm.json"), JSON.stringify({ prices: { "gpt-test": { input_per_million: 100, output_per_million: 200 } }, profiles: { expensive: { base_url: llm.url, model: "gpt-huge" } } }));
   Object.assign(process.env, { FABRIC_LLM_BASE_URL: llm.url, FABRIC_LLM_MODEL: "gpt-test", FABRIC_LLM_API_KEY: "sk-planner-test", FABRIC_LLM_CONFIG: path.join(dir, "llm.json") });
   resetLlmConfig();
   fabric = await fabricFixture({ definitions: [llmChat, llmPlanner, planApproval, weather, fx, report, pay, broken] });
@@ -267,6 +267,8 @@ describe("llm.planner under a policy", () => {
         '@id("approve-gated")',
         '@require_approval("true")',
         'permit(principal, action == NodeFabric::Action::"node.run.execute", resource) when { context.require_approval };',
+        '@id("no-expensive-model")',
+        'forbid(principal, action, resource) when { context has labels && context.labels has "nodefabric.llm.profile" && context.labels["nodefabric.llm.profile"] == "expensive" };',
         '@id("no-irreversible")',
         'forbid(principal, action, resource) when { context has side_effect_class && context.side_effect_class == "irreversible" };',
         '@id("allow-rest")',
@@ -362,5 +364,18 @@ describe("llm.planner under a policy", () => {
     const events: Json[] = await gov.events(run.run_id);
     expect(events.some((e) => e.type === "policy_decided" && e.data.decision === "deny" && e.node_run_id === out.child_node_runs[0].node_run_id)).toBe(true);
     expect(started["test.pay"]).toBeUndefined();
+  });
+
+  it("Cedar denies a model profile: the model call is refused before it is sent, with the decision recorded", async () => {
+    const run = await start({ goal: "Oslo weather", allowed_node_type_ids: TOOLS, profile: "expensive" });
+    const done = await ended(run.run_id);
+    expect(done.state).toBe("failed");
+    expect(rootError(done)).toMatchObject({ code: "policy_denied" });
+    expect(llm.calls).toHaveLength(0);
+    const events: Json[] = await gov.events(run.run_id);
+    const nrs: Json[] = await gov.nodeRuns(run.run_id);
+    const chat = nrs.find((n) => n.node_type_ref.node_type_id === "llm.chat");
+    const decided = events.find((e) => e.type === "policy_decided" && e.node_run_id === chat.node_run_id);
+    expect(decided.data).toMatchObject({ action: "node.run.create", decision: "deny", reason_code: "denied_by:no-expensive-model" });
   });
 });
