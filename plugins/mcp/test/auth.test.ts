@@ -7,6 +7,7 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { z } from "zod";
 import { startTestIssuer, type TestIssuer } from "../../../core/test/support/test-issuer.js";
 import { connect, startMcpFabric, type McpFabric } from "./support/mcp-fabric.js";
 
@@ -78,6 +79,22 @@ describe("/mcp with --auth", () => {
       expect((await fetch(`${f.gateway}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${other}` } })).status).toBe(404);
       await client.close();
     }
+  });
+
+  it("a task is bound to its caller: another tenant, or another caller of the same tenant, does not find it", async () => {
+    const caps = { tasks: { requests: { tools: { call: {} } } } };
+    const alice = await connect(f.mcpUrl, "2025-11-25", await idp.mint({ aud: GW, scope: "runs:read runs:write", tenant_id: "acme", sub: "alice" }), caps);
+    const { task } = (await alice.request({ method: "tools/call", params: { name: "demo.sleep", arguments: { ms: 50 }, task: {} } } as never, z.any())) as { task: { taskId: string } };
+    expect(((await alice.request({ method: "tasks/get", params: { taskId: task.taskId } } as never, z.any())) as { taskId: string }).taskId).toBe(task.taskId);
+    for (const [tenant, sub] of [["globex", "alice"], ["acme", "bob"]]) {
+      const other = await connect(f.mcpUrl, "2025-11-25", await idp.mint({ aud: GW, scope: "runs:read runs:write", tenant_id: tenant, sub }), caps);
+      await expect(other.request({ method: "tasks/get", params: { taskId: task.taskId } } as never, z.any())).rejects.toMatchObject({ code: -32602 });
+      await expect(other.request({ method: "tasks/cancel", params: { taskId: task.taskId } } as never, z.any())).rejects.toMatchObject({ code: -32602 });
+      const listed = (await other.request({ method: "tasks/list", params: {} } as never, z.any())) as { tasks: { taskId: string }[] };
+      expect(listed.tasks.map((t) => t.taskId)).not.toContain(task.taskId);
+      await other.close();
+    }
+    await alice.close();
   });
 
   it("with runs:read only, lists no tools, and a call is 403 insufficient_scope", async () => {
