@@ -16,6 +16,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { CLIENT_INFO } from "./tool-call.js";
+export type { McpTool } from "./tool-definition.js";
 import { childEnvironment, type StdioServerConfig } from "./stdio-servers.js";
 import { CONTENT_OUTPUT_SCHEMA, isRetrySafe, sideEffectClassOf, toolDefinitionHash, type McpTool } from "./tool-definition.js";
 import { MCP_EXTENSION, type ProtocolMode } from "./mcp-config.js";

@@ -1,6 +1,7 @@
 /**
  * What a node type pins of an MCP tool: a hash of the parts of its definition that decide what a call does (name,
- * description, input and output schemas, annotations, task support). The importer stores it; `mcp.call` compares it
+ * description, input and output schemas, annotations). Task support (`execution`) is left out: the 2026-07-28
+ * protocol has no such field, so one server lists the same tool with it to a 2025 client and without it to a 2026 one. The importer stores it; `mcp.call` compares it
  * with the server's `tools/list` before every call, so a tool that changed on the server fails with
  * `tool_definition_changed` instead of running something nobody reviewed.
  */
@@ -44,7 +45,6 @@ export function toolDefinitionHash(tool: McpTool): string {
     annotations: tool.annotations
       ? { readOnlyHint: tool.annotations.readOnlyHint, destructiveHint: tool.annotations.destructiveHint, idempotentHint: tool.annotations.idempotentHint, openWorldHint: tool.annotations.openWorldHint }
       : undefined,
-    taskSupport: tool.execution?.taskSupport,
   };
   return `sha256:${createHash("sha256").update(canonical(pinned)).digest("hex")}`;
 }

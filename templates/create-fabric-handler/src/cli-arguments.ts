@@ -20,10 +20,16 @@ Options:
       --from-openapi <file|url>
                                one atomic node type per operation of an OpenAPI 3.0/3.1 or
                                Swagger 2.0 document (JSON or YAML); implies --template http
+      --from-mcp <url|command> one atomic node type per tool of an MCP server: a Streamable HTTP
+                               URL, or a command that starts a stdio server (the package starts it)
+      --header <header>        with --from-mcp URL: "Name: value", or "Authorization: Bearer
+                               {secret:NAME}" for an executor secret (repeatable)
       --include <tags|ids>     with --from-openapi: only operations with one of these tags or
-                               operationIds (comma-separated, repeatable)
+                               operationIds; with --from-mcp: only these tools (comma-separated,
+                               repeatable)
       --exclude <tags|ids>     with --from-openapi: leave out operations with one of these tags
-                               or operationIds (comma-separated, repeatable)
+                               or operationIds; with --from-mcp: these tools (comma-separated,
+                               repeatable)
       --dir <path>             where to create the package (default: ./<name without its scope>);
                                it must not exist or be empty
       --sdk <spec>             the @nodefabric/sdk version spec written to package.json
@@ -45,6 +51,10 @@ export interface CliArguments {
   name?: string;
   template?: TemplateName;
   fromOpenApi?: string;
+  /** `--from-mcp`: an MCP server's URL or command. */
+  fromMcp?: string;
+  /** `--header` values for --from-mcp. */
+  headers?: string[];
   include?: string[];
   exclude?: string[];
   dir?: string;
@@ -65,6 +75,8 @@ export function parseCliArguments(argv: string[]): CliArguments {
       options: {
         template: { type: "string", short: "t" },
         "from-openapi": { type: "string" },
+        "from-mcp": { type: "string" },
+        header: { type: "string", multiple: true },
         include: { type: "string", multiple: true },
         exclude: { type: "string", multiple: true },
         dir: { type: "string" },
@@ -84,7 +96,7 @@ export function parseCliArguments(argv: string[]): CliArguments {
   if (values.core !== undefined) {
     throw new UsageError("--core is gone: generated packages depend on @nodefabric/sdk, not @nodefabric/core; give its spec with --sdk <spec>");
   }
-  for (const flag of ["template", "from-openapi", "dir", "sdk", "schemas"] as const) {
+  for (const flag of ["template", "from-openapi", "from-mcp", "dir", "sdk", "schemas"] as const) {
     if (values[flag] !== undefined && values[flag].trim() === "") throw new UsageError(`--${flag} needs a value`);
   }
   const template = values.template;
@@ -93,7 +105,12 @@ export function parseCliArguments(argv: string[]): CliArguments {
   }
   const include = selectors(values.include, "include");
   const exclude = selectors(values.exclude, "exclude");
-  if ((include || exclude) && values["from-openapi"] === undefined) throw new UsageError(`--${include ? "include" : "exclude"} selects operations of --from-openapi; give the document too`);
+  if (values["from-openapi"] !== undefined && values["from-mcp"] !== undefined) throw new UsageError("give one of --from-openapi and --from-mcp");
+  if ((include || exclude) && values["from-openapi"] === undefined && values["from-mcp"] === undefined) {
+    throw new UsageError(`--${include ? "include" : "exclude"} selects operations of --from-openapi or tools of --from-mcp; give the document or server too`);
+  }
+  if (values.header !== undefined && values["from-mcp"] === undefined) throw new UsageError("--header is sent to the server of --from-mcp; give the server too");
+  if (values["from-mcp"] !== undefined && template !== undefined) throw new UsageError(`--from-mcp makes a package of the server's tools; drop --template ${template}`);
   if (values["from-openapi"] !== undefined && template !== undefined && template !== "http") {
     throw new UsageError(`--from-openapi makes an http package; drop --template ${template}`);
   }
@@ -101,6 +118,8 @@ export function parseCliArguments(argv: string[]): CliArguments {
     name: positionals[0],
     template,
     fromOpenApi: values["from-openapi"],
+    fromMcp: values["from-mcp"],
+    ...(values.header ? { headers: values.header } : {}),
     ...(include ? { include } : {}),
     ...(exclude ? { exclude } : {}),
     dir: values.dir,

@@ -8,6 +8,7 @@ import { ScaffoldError, UsageError } from "./errors.js";
 import { loadOpenApi, OpenApiImportError, type LoadedOpenApi } from "@nodefabric/core/openapi";
 import { assertValidPackageName, folderNameOf, packageNameFromTitle, packageNameProblems } from "./package-name.js";
 import { clackPrompter, type Prompter } from "./prompts.js";
+import { renderMcpPackage } from "./mcp-package.js";
 import { assertUsableTargetDirectory, renderPackage, writePackage, type RenderedPackage, type TemplateName } from "./scaffold.js";
 
 /** Where the command runs: its directory, its output streams, and whether it may ask questions. */
@@ -77,6 +78,14 @@ async function create(args: CliArguments, env: CommandEnvironment): Promise<void
   }
   const dir = targetOf(packageName);
   assertUsableTargetDirectory(dir);
+  if (args.fromMcp !== undefined) {
+    const made = await renderMcpPackage({ packageName, source: args.fromMcp, headers: args.headers, include: args.include, exclude: args.exclude, sdkSpec: args.sdk, schemasSpec: args.schemas, onProgress: progress });
+    writePackage(dir, made.files);
+    const summary = nextSteps(packageName, "http", dir, env.cwd, made, args.fromMcp, made.secrets);
+    if (prompter) prompter.finish(`Created ${packageName}`);
+    env.stdout.write(summary);
+    return;
+  }
 
   const template: TemplateName = openApi ? "http" : (args.template ?? (prompter ? await prompter.template() : "atomic"));
   const started = Date.now();
@@ -109,7 +118,7 @@ async function readOpenApi(source: string, cwd: string, onProgress: (message: st
 }
 
 /** What was made and what to do next: install, test, build, publish, and run it in a fabric. */
-export function nextSteps(packageName: string, template: TemplateName, dir: string, cwd: string, rendered: RenderedPackage, fromOpenApi?: string): string {
+export function nextSteps(packageName: string, template: TemplateName, dir: string, cwd: string, rendered: RenderedPackage, fromOpenApi?: string, mcpSecrets?: string[]): string {
   const relative = path.relative(cwd, dir) || ".";
   const shown = relative === "." || relative.startsWith("..") || path.isAbsolute(relative) ? relative : `./${relative}`;
   const cdTarget = /^[\w./@-]+$/.test(relative) ? relative : `'${relative.replace(/'/g, "'\\''")}'`;
@@ -137,7 +146,9 @@ export function nextSteps(packageName: string, template: TemplateName, dir: stri
     "Run it in a fabric (after the build):",
     "  npx fabric dev --discover .  # from the package folder; or --discover <dir> where it is installed",
     `  npx fabric run ${rendered.tryIt.nodeTypeId} --input '${input}'`,
-    `The upstream's base URL is set with ${rendered.baseUrlSetting} (an environment variable, or the secret FABRIC_SECRET_${rendered.baseUrlSetting}).`,
+    ...(mcpSecrets === undefined
+      ? [`The upstream's base URL is set with ${rendered.baseUrlSetting} (an environment variable, or the secret FABRIC_SECRET_${rendered.baseUrlSetting}).`]
+      : mcpSecrets.map((s) => `Where the executor runs, set FABRIC_SECRET_${s}=… and bind it to the server's host: FABRIC_EXECUTOR_SECRET_HOSTS_${s}=<host>.`)),
     "",
   );
   return lines.join("\n");
