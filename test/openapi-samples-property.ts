@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadOpenApi, mapOpenApi, type MappedOperation, type OpenApiMapping } from "@nodefabric/core/openapi";
-import { buildOperationRequest, HandlerError, type HttpOperationDescriptor } from "@nodefabric/sdk";
+import { buildOperationRequest, HandlerError, type HttpOperationDescriptor, type JsonObject } from "@nodefabric/sdk";
 import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { sampleInputsOf } from "../templates/create-fabric-handler/src/openapi-package.js";
 import { baseUrlSettingOf, nodeTypePrefixOf } from "../templates/create-fabric-handler/src/package-name.js";
@@ -118,7 +118,7 @@ async function checkOperation(file: string, operation: MappedOperation, configur
     return `${where}: ${describeInput(op, inputOf(first?.instancePath))} has the sample ${JSON.stringify(sample.inputs[inputOf(first?.instancePath) ?? ""] ?? sample.inputs).slice(0, 200)}, which the input_schema refuses: ${first?.instancePath || "/"} ${first?.message ?? ""}`;
   }
   try {
-    await buildOperationRequest(op, sample.inputs, requestOptions(op, configuredBase));
+    await buildOperationRequest(op, sample.inputs as JsonObject, requestOptions(op, configuredBase));
   } catch (err) {
     const field = HandlerError.is(err) ? (err.details as { field?: string } | undefined)?.field : undefined;
     const input = inputOf(field);
