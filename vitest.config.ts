@@ -1,7 +1,57 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 import { fileURLToPath } from "node:url";
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+
+/**
+ * The suites (docs/testing.md says which to run when, and the per-file budgets):
+ * - `unit` (`npm test`): every unit and integration test on loopback, with real servers, real SQLite and real
+ *   PostgreSQL. Files share their worker's module cache (isolate: false), so core, fastify and ajv are loaded and a
+ *   fabric's lazy parts compiled once per worker, not once per file.
+ * - `unit-isolated` (`npm test` too): the files that change what the whole process shares (undici's global dispatcher,
+ *   nock, OpenTelemetry's globals, process.env, the working folder, module mocks), each in a fresh module graph.
+ * - `e2e` (`npm run test:e2e`): what installs from a registry, runs `npm install`, drives a browser or a third-party
+ *   tool on a fetched Node: test/e2e/**.
+ * - `runtime`: the files whose behaviour depends on the Node version (SQLite drivers, packaging, installs) and one
+ *   end-to-end run of each service; .ci/run runs them on the second Node version (see .ci/run).
+ */
+const UNIT = [
+  "test/**/*.test.ts",
+  "sdk/test/**/*.test.ts",
+  "core/test/**/*.test.ts",
+  "handlers/*/test/**/*.test.ts",
+  "plugins/*/test/**/*.test.ts",
+  "templates/*/test/**/*.test.ts",
+];
+const E2E = ["test/e2e/**/*.test.ts"];
+
+/** Files that change process-wide state another file in the same worker would see. */
+export const ISOLATED = [
+  "core/test/http-operation.test.ts",
+  "core/test/openapi-docs.test.ts",
+  "core/test/sqlite-driver.test.ts",
+  "core/test/testing-fabric-fixture.test.ts",
+  "core/test/testing-run-handler.test.ts",
+  "handlers/http/test/openapi-mode.test.ts",
+  "plugins/telemetry/test/**/*.test.ts",
+  "sdk/test/**/*.test.ts",
+  "templates/*/test/**/*.test.ts",
+  "test/bench-tools.test.ts",
+];
+
+/** Depends on the Node version: run on the second Node in CI too. */
+export const RUNTIME = [
+  "core/test/sqlite-driver.test.ts",
+  "core/test/run-store-sqlite.test.ts",
+  "core/test/store/**/*.test.ts",
+  "core/test/handler-loading.test.ts",
+  "core/test/handler-discovery.test.ts",
+  "test/package-contents.test.ts",
+  "sdk/test/light.test.ts",
+  "test/e2e/sqlite-driver-choice.test.ts",
+  "test/e2e/fabric-split.test.ts",
+  "test/e2e/fabric-dev.test.ts",
+];
 
 export default defineConfig({
   resolve: {
@@ -17,9 +67,15 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ["test/**/*.test.ts", "sdk/test/**/*.test.ts", "core/test/**/*.test.ts", "handlers/*/test/**/*.test.ts", "plugins/*/test/**/*.test.ts", "templates/*/test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",
+    setupFiles: [here("./test/support/setup-ledger.ts")],
+    projects: [
+      { extends: true, test: { name: "unit", include: UNIT, exclude: [...configDefaults.exclude, ...E2E, ...ISOLATED], isolate: false } },
+      { extends: true, test: { name: "unit-isolated", include: ISOLATED, exclude: [...configDefaults.exclude, ...E2E] } },
+      { extends: true, test: { name: "e2e", include: E2E, testTimeout: 120_000, hookTimeout: 300_000 } },
+      { extends: true, test: { name: "runtime", include: RUNTIME } },
+    ],
   },
 });

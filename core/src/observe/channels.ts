@@ -69,6 +69,13 @@ export interface HttpRequestMessage {
   duration_ms: number;
 }
 
+export interface FabricStartedMessage {
+  /** How many services this start brought up (7 for `fabric dev`). */
+  services: number;
+  /** From the call to the last service listening, in ms. */
+  duration_ms: number;
+}
+
 /** The channels, by name. Subscribe with `diagnostics_channel.subscribe(name, fn)`. */
 export const CHANNEL_NAMES = {
   runStarted: "nodefabric:run.started",
@@ -79,6 +86,7 @@ export const CHANNEL_NAMES = {
   pdpDecision: "nodefabric:pdp.decision",
   storeWrite: "nodefabric:store.write",
   httpRequest: "nodefabric:http.request",
+  fabricStarted: "nodefabric:fabric.started",
 } as const;
 
 export interface ChannelMessages {
@@ -90,6 +98,7 @@ export interface ChannelMessages {
   pdpDecision: PdpDecisionMessage;
   storeWrite: StoreWriteMessage;
   httpRequest: HttpRequestMessage;
+  fabricStarted: FabricStartedMessage;
 }
 
 type Channels = { [K in keyof ChannelMessages]: Channel };
