@@ -171,7 +171,8 @@ async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Conne
   return {
     client,
     release: async () => {
-      if (transport.sessionId) await transport.terminateSession().catch(() => undefined);
+      // After a cancel the egress fetch, bound to the execution, sends nothing more: the session is left to expire.
+      if (transport.sessionId && !ctx.signal.aborted) await transport.terminateSession().catch(() => undefined);
       await client.close().catch(() => undefined);
     },
   };

@@ -16,6 +16,9 @@ const ADD_TOOL = {
   annotations: { readOnlyHint: true },
 };
 
+/** Calls of the `slow` tool that ended because the client canceled them. */
+const aborted: string[] = [];
+
 function registerTools(server: McpServer): void {
   server.registerTool(
     "add",
@@ -34,6 +37,7 @@ function registerTools(server: McpServer): void {
       const t = setTimeout(resolve, args.ms ?? 5_000);
       ctx?.mcpReq?.signal?.addEventListener?.("abort", () => {
         clearTimeout(t);
+        aborted.push(String(args.tag ?? ""));
         reject(new Error("aborted"));
       });
     });
@@ -125,6 +129,26 @@ describe("mcp.call over Streamable HTTP", () => {
     expect(["upstream_timeout", "timeout"]).toContain(errorOf(run).code);
     expect(Date.now() - started).toBeLessThan(5_000);
   });
+
+  for (const protocol of ["auto", "legacy"] as const) {
+    // The tool's request stream is closed (2026-07-28's cancel; a stateless 2025 server takes it the same way). The
+    // 2025 notifications/cancelled cannot follow: the executor's egress fetch is bound to the canceled execution.
+    it(`cancels the upstream call when the run is canceled (${protocol})`, async () => {
+      const id = `t.slow-cancel-${protocol}`;
+      await f.publish(mcpBacked(id, { url: server.url, tool: "slow", protocol }));
+      const before = server.methods.length;
+      const started = await f.start(id, { ms: 20_000, tag: protocol });
+      const until = Date.now() + 10_000;
+      while (!server.methods.slice(before).includes("tools/call") && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      const r = await fetch(`${f.gateway}/v1/runs/${started.run_id}:cancel`, { method: "POST" });
+      expect(r.status).toBeLessThan(300);
+      const end = Date.now() + 10_000;
+      while (!aborted.includes(protocol) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(aborted).toContain(protocol);
+      expect((await f.get(started.run_id)).state).toBe("canceled");
+    });
+  }
 
   it("sends the executor's secret, bound to the server's host, and never the caller's own token", async () => {
     await f.publish(mcpBacked("t.echo-auth", { url: server.url, tool: "echo", secret_headers: { authorization: { secret: "MCP_TOKEN", prefix: "Bearer " } } }));
