@@ -13,11 +13,12 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startLlmStandIn, type ChatRequestBody, type LlmStandIn, type StandInStep } from "@nodefabric/sdk/testing";
 import { CLI, freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
-import { call, eventually } from "../run-client.js";
+import { call, eventually, readNdjson } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 const TERMINAL = new Set(["completed", "failed", "canceled"]);
+const KEY = "sk-crash-test-CANARY-51d0";
 
 function firstUser(body: ChatRequestBody): Json {
   try {
@@ -67,7 +68,8 @@ describe("llm.planner survives a kill -9 of the fabric", () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-llm-crash-"));
     const base = await freePortBase();
     const args = ["dev", "--port-base", String(base), "--data-dir", dataDir];
-    const env = { FABRIC_LLM_BASE_URL: llm.url, FABRIC_LLM_MODEL: "scripted-model", FABRIC_LLM_API_KEY: "sk-crash-test" };
+    // Debug logs, so the check below that the key is in no log line covers everything the fabric can log.
+    const env = { FABRIC_LLM_BASE_URL: llm.url, FABRIC_LLM_MODEL: "scripted-model", FABRIC_LLM_API_KEY: KEY, FABRIC_LOG_LEVEL: "debug" };
     fabric = await startFabricProcess(args, { cwd: repo, env });
     const gw = fabric.urls["run-gateway"];
     await eventually(async () => {
@@ -88,6 +90,7 @@ describe("llm.planner survives a kill -9 of the fabric", () => {
     // Both inputs of the first wave written: its demo.sleep is running when the process dies.
     await eventually(async () => (callsFor("second goal").length >= 6 ? true : undefined), 20_000, "the first wave started");
     await new Promise((r) => setTimeout(r, 300));
+    const firstLog = fabric.output();
     expect(await fabric.stop("SIGKILL")).toBe(null);
     const beforeRestart = callsFor("second goal").length;
 
@@ -116,5 +119,13 @@ describe("llm.planner survives a kill -9 of the fabric", () => {
       ["last", "completed"],
     ]);
     expect(out.planner_summary).toBe("done: second goal");
+
+    // The key went to the model on every call, and into no log line, run, NodeRun or event.
+    expect(llm.calls.every((c) => c.headers.authorization === `Bearer ${KEY}`)).toBe(true);
+    const events = await readNdjson(`${fabric.urls["run-gateway"]}/v1/runs/${runId}/events?follow=false`);
+    expect(events.lines.length).toBeGreaterThan(20);
+    const everything = firstLog + fabric.output() + JSON.stringify(run) + JSON.stringify(nrs) + JSON.stringify(events.lines);
+    expect(firstLog.length).toBeGreaterThan(1000);
+    expect(everything).not.toContain("CANARY");
   }, 150_000);
 });

@@ -100,7 +100,7 @@ function readJson(file: string, what: string): unknown {
 
 /** The fixtures of the scripted profile: FABRIC_LLM_FIXTURES, else the package's demo fixtures. */
 function fixturesOf(file: string | undefined, baseDir: string): unknown[] {
-  const resolved = file ? path.resolve(baseDir, file) : new URL("../fixtures/scripted-demo.json", import.meta.url).pathname;
+  const resolved = file ? path.resolve(baseDir, file) : new URL("../scripted/demo-fixtures.json", import.meta.url).pathname;
   const data = readJson(resolved, "the scripted profile's fixtures file");
   const list = Array.isArray(data) ? data : (data as { fixtures?: unknown }).fixtures;
   if (!Array.isArray(list)) throw configError(`the fixtures file ${resolved} must hold an array of fixtures, or { "fixtures": [...] }`, { file: resolved });
