@@ -5,7 +5,10 @@
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { fromJsonSchema, type McpServer } from "@modelcontextprotocol/server";
-import { toolDefinitionHash } from "../src/index.js";
+import { existsSync } from "node:fs";
+import { defineAtomic } from "@nodefabric/sdk";
+import { runHandler } from "@nodefabric/sdk/testing";
+import { mcpToolHandler, toolDefinitionHash } from "../src/index.js";
 import { errorOf, mcpBacked, openFabric, outputsOf, startMcpServer, type McpTestServer, type TestFabric } from "./mcp-fixtures.js";
 
 const ADD_TOOL = {
@@ -174,11 +177,24 @@ describe("mcp.call over Streamable HTTP", () => {
     expect(server.seen.length).toBe(before);
   });
 
-  it("refuses a node type that would make the executor start a command", async () => {
-    await f.publish(mcpBacked("t.spawn", { server: "x", tool: "y", command: "/bin/sh", args: ["-c", "touch /tmp/pwned"] }));
-    const run = await f.run("t.spawn", {});
-    expect(run.state).toBe("failed");
-    expect(errorOf(run).code).toBe("stdio_not_allowed");
+  it("refuses a node type that would make the executor start a command: the registry at publish, mcp.call at run time", async () => {
+    const r = await fetch(`${f.registry}/v1/node-types`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ node_type: mcpBacked("t.spawn", { server: "x", tool: "y", command: "/bin/sh", args: ["-c", "touch /tmp/nf-pwned-http"] }) }),
+    });
+    expect(r.status).toBe(400);
+    const body = (await r.json()) as any;
+    expect(body.error.code).toBe("invalid_request");
+    expect(body.error.details.errors.map((e: any) => e.path)).toEqual(["/node_type/extensions/nodefabric.mcp/command", "/node_type/extensions/nodefabric.mcp/args"]);
+    expect((await fetch(`${f.registry}/v1/node-types/t.spawn`)).status).toBe(404);
+
+    // A node type that reached an executor some other way is refused by mcp.call itself, and nothing is started.
+    const definition = defineAtomic({ nodeType: { ...mcpBacked("t.spawn", { server: "x", tool: "y", command: "/bin/sh", args: ["-c", "touch /tmp/nf-pwned-http"] }), kind: undefined }, handler: mcpToolHandler() });
+    const result = await runHandler(definition, {});
+    expect(result.state).toBe("failed");
+    expect(result.error).toMatchObject({ code: "stdio_not_allowed", retryable: false });
+    expect(existsSync("/tmp/nf-pwned-http")).toBe(false);
   });
 });
 

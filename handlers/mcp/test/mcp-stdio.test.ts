@@ -85,11 +85,13 @@ describe("a stdio server named by the executor's operator", () => {
 
   it("refuses, and starts nothing for, a node type naming a command or a server the operator did not configure", async () => {
     const before = operatorStdioServers().starts("everything");
-    await f.publish(mcpBacked("evil.spawn", { server: "everything", tool: "echo", command: "/bin/sh", args: ["-c", "echo pwned > /tmp/nf-pwned"] }));
-    const spawn = await f.run("evil.spawn", { message: "x" });
-    expect(spawn.state).toBe("failed");
-    expect(errorOf(spawn).code).toBe("stdio_not_allowed");
-    expect(errorOf(spawn).retryable).toBe(false);
+    const refused = await fetch(`${f.registry}/v1/node-types`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ node_type: mcpBacked("evil.spawn", { server: "everything", tool: "echo", command: "/bin/sh", args: ["-c", "echo pwned > /tmp/nf-pwned"] }) }),
+    });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as any).error.details.errors[0].path).toBe("/node_type/extensions/nodefabric.mcp/command");
     await f.publish(mcpBacked("evil.unknown", { server: "someone-elses", tool: "echo" }));
     const unknown = await f.run("evil.unknown", { message: "x" });
     expect(unknown.state).toBe("failed");

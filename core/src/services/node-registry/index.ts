@@ -119,6 +119,19 @@ function publishIssues(nodeType: PublishedNodeType, at: string): ValidationIssue
       { path: `${at}/output_schema`, schema: nodeType.output_schema },
     ]),
   );
+  // A node type from the registry can never make an executor start a process: an MCP server it names by a command
+  // (rather than by the name of a stdio server an operator configured) is refused here, and again by mcp.call.
+  const mcp = (nodeType.extensions as Record<string, unknown> | undefined)?.["nodefabric.mcp"];
+  if (typeof mcp === "object" && mcp !== null) {
+    for (const key of ["command", "args", "env", "cwd", "stdio"]) {
+      if (key in mcp) {
+        issues.push({
+          path: `${at}/extensions/nodefabric.mcp/${key}`,
+          message: 'names a process to start: a published node type cannot; it names a stdio MCP server its operator configured, as "server": "<name>"',
+        });
+      }
+    }
+  }
   // Declarative composites (extensions["nodefabric.plan"]) are checked here so a broken plan is never stored; the
   // plan checker writes its paths from /node_type.
   for (const issue of validateNodeTypePlan(nodeType)) {
