@@ -123,7 +123,7 @@ describe("what the runtime refuses beyond the document's schemas, said in the in
   // AWS descriptions (Smithy models converted by aws2openapi) allow "" for path parameters: minLength 0, pattern with `*`.
   const document = doc(
     {
-      "/workflows/{workflowName}/{version}/{ids}/{any}": {
+      "/workflows/{workflowName}/{version}/{ids}/{any}/{n}": {
         get: {
           operationId: "getWorkflow",
           parameters: [
@@ -131,6 +131,7 @@ describe("what the runtime refuses beyond the document's schemas, said in the in
             { name: "version", in: "path", required: true, schema: { type: "string", nullable: true, minLength: 0, pattern: "^[a-z0-9.]*$" } },
             { name: "ids", in: "path", required: true, schema: { type: "array", items: { type: "string" } } },
             { name: "any", in: "path", required: true, schema: {} },
+            { name: "n", in: "path", required: true, schema: { type: "integer" } },
             { name: "X-Trace", in: "header", schema: { type: "string", pattern: "^[^,]*$" } },
             { name: "X-Tags", in: "header", schema: { type: "array", items: { type: "string" } } },
             { name: "X-Count", in: "header", schema: { type: "integer" } },
@@ -145,11 +146,13 @@ describe("what the runtime refuses beyond the document's schemas, said in the in
   const operation = op(mapOpenApi(document, OPTIONS), "zoo.getWorkflow");
   const inputSchema = operation.nodeType.input_schema!;
   const properties = (inputSchema as any).properties as Record<string, any>;
-  const valid = { workflowName: "wf", version: "v1", ids: ["a"], any: "x" };
+  const valid = { workflowName: "wf", version: "v1", ids: ["a"], any: "x", n: 0 };
 
   it("gives every path parameter a non-empty value that is not null, '.' or '..', through $refs and over a minLength of 0", () => {
-    expect(properties.workflowName).toEqual({ $ref: "#/$defs/EntityName", minLength: 1, not: { enum: [null, ".", ".."] } });
+    expect(properties.workflowName).toEqual({ $ref: "#/$defs/EntityName", minLength: 1, not: { enum: [".", ".."] } });
     expect(properties.version).toMatchObject({ minLength: 1, not: { enum: [null, ".", ".."] } });
+    // An integer is never empty, null or a dot: nothing is added.
+    expect(properties.n).toEqual({ type: "integer" });
     expect(accepts(inputSchema, valid)).toBe(true);
     for (const bad of [{ workflowName: "" }, { version: "" }, { version: null }, { version: ".." }, { version: "." }, { ids: [] }, { ids: [""] }, { ids: [".."] }, { any: "" }, { any: {} }, { any: null }]) {
       expect(accepts(inputSchema, { ...valid, ...bad }), JSON.stringify(bad)).toBe(false);
@@ -183,7 +186,7 @@ describe("what the runtime refuses beyond the document's schemas, said in the in
   it("accepts in the schema what the runtime sends, and the runtime refuses what the schema refuses", async () => {
     const options = { setting: () => undefined, secret: () => undefined };
     const request = await buildOperationRequest(operation.descriptor, { ...valid, "X-Trace": "t" }, options);
-    expect(request.url.pathname).toBe("/v1/workflows/wf/v1/a/x");
+    expect(request.url.pathname).toBe("/v1/workflows/wf/v1/a/x/0");
     for (const [bad, message] of [
       [{ workflowName: "" }, "the path parameter workflowName of getWorkflow cannot be empty"],
       [{ version: ".." }, 'the path of getWorkflow would hold a "." or ".." segment'],

@@ -5,10 +5,11 @@
  * checks, with these same patterns, on the values it serialises.
  *
  * The runtime's checks of inputs, and the schema keywords that say each one:
- * 1. a path parameter is given, and not null: the input is `required`, and `not: { enum: [null, ".", ".."] }`;
+ * 1. a path parameter is given, and not null: the input is `required`, and `not: { enum: [null, ".", ".."] }` (null
+ *    where the schema allows null, the dots where it allows strings);
  * 2. a path parameter's text is not empty: `minLength: 1` (string), `minItems: 1` and items of `minLength: 1`
  *    (array), `minProperties: 1` (object);
- * 3. no segment of the path is "." or "..": `not: { enum: [null, ".", ".."] }` on the value and on array items (a
+ * 3. no segment of the path is "." or "..": `not: { enum: [".", ".."] }` on the value and on array items (a
  *    value holding "%2E" is sent as "%252E", so only the plain dots can form one);
  * 4. a header parameter's value holds no line break, no other control character but tab, and nothing outside
  *    Latin-1: `pattern: HEADER_VALUE_PATTERN` on the value, its array items, object keys and object values;
@@ -60,15 +61,16 @@ const ANY_TYPE: ReadonlySet<string> = new Set(["string", "number", "integer", "b
 export function parameterRules(location: "path" | "query" | "header" | "cookie", types: ReadonlySet<string> = ANY_TYPE): SchemaRules | undefined {
   const rules: SchemaRules = {};
   if (location === "path") {
-    const notDots = { enum: [...FORBIDDEN_PATH_VALUES] };
-    rules.not = notDots;
+    // Only the values the schema could allow: null where it allows null, the dots where it allows strings.
+    const forbidden = FORBIDDEN_PATH_VALUES.filter((v) => (v === null ? types.has("null") : types.has("string")));
+    if (forbidden.length > 0) rules.not = { enum: forbidden };
     if (types.has("string")) rules.minLength = 1;
     if (types.has("array")) {
       rules.minItems = 1;
-      rules.items = { minLength: 1, not: notDots };
+      rules.items = { minLength: 1, not: { enum: FORBIDDEN_PATH_VALUES.filter((v) => v !== null) } };
     }
     if (types.has("object")) rules.minProperties = 1;
-    return rules;
+    return Object.keys(rules).length > 0 ? rules : undefined;
   }
   if (location === "header") {
     const pattern = { pattern: HEADER_VALUE_PATTERN };
