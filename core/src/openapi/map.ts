@@ -1136,7 +1136,7 @@ class DefsCollector {
     return this.defs.get(name.replace(/~1/g, "/").replace(/~0/g, "~"));
   }
 
-    /** Puts the gathered definitions on `root`. */
+  /** Puts the gathered definitions on `root`. */
   attachTo(root: SchemaObject): void {
     if (this.defs.size > 0) root.$defs = Object.fromEntries(this.defs);
   }
