@@ -11,6 +11,7 @@ import { findPublicDir } from "./public-dir.js";
 import { OidcOrigins } from "./oidc-origins.js";
 import { STATIC_SECURITY_HEADERS, contentSecurityPolicy, originOf } from "./security-headers.js";
 import { traceUrlTemplate } from "./trace-url.js";
+import { redactRules } from "./redact-rule.js";
 
 export interface ConsoleRoutesOptions {
   /** Given by the fabric (see docs/plugins.md). */
@@ -25,10 +26,12 @@ export interface ConsoleConfigBody {
   auth: { required: boolean; mode: string; oidc: null | { issuer: string; client_id: string; scope: string } };
   /** Where a run's trace is shown: a URL template holding `{trace_id}` (FABRIC_CONSOLE_TRACE_URL), or null. */
   trace_url: string | null;
+  /** What the node panel hides: regular expressions whose matches become "[redacted]" (FABRIC_CONSOLE_REDACT). */
+  redact: string[];
 }
 
 /** The console's configuration as the page reads it; the trace URL template defaults to FABRIC_CONSOLE_TRACE_URL's. */
-export function consoleConfig(fabric: PluginServiceContext, traceUrl: string | null = traceUrlTemplate(process.env)): ConsoleConfigBody {
+export function consoleConfig(fabric: PluginServiceContext, traceUrl: string | null = traceUrlTemplate(process.env), redact: string[] = redactRules(process.env)): ConsoleConfigBody {
   const oidc = fabric.auth.oidc;
   return {
     registry_url: fabric.serviceUrl("node-registry"),
@@ -38,6 +41,7 @@ export function consoleConfig(fabric: PluginServiceContext, traceUrl: string | n
       oidc: oidc ? { issuer: oidc.issuer, client_id: oidc.client_id, scope: oidc.scope ?? "openid" } : null,
     },
     trace_url: traceUrl,
+    redact,
   };
 }
 
@@ -52,8 +56,10 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
   if (!fabric) throw new Error("@nodefabric/plugin-console: registered without the fabric's context (options.fabric); load it as a NodeFabric plugin");
   // Read once, here: a bad value stops the start rather than a page linking nowhere.
   let traceUrl: string | null;
+  let redact: string[];
   try {
     traceUrl = traceUrlTemplate(process.env);
+    redact = redactRules(process.env);
   } catch (err) {
     throw new Error(`@nodefabric/plugin-console: ${(err as Error).message}`);
   }
@@ -86,7 +92,7 @@ export async function consoleRoutes(app: FastifyInstance, options: ConsoleRoutes
 
   app.get("/console/config.json", PUBLIC, async (_req, reply) => {
     reply.header("cache-control", "no-store");
-    return consoleConfig(fabric, traceUrl);
+    return consoleConfig(fabric, traceUrl, redact);
   });
 
   const serve = async (req: FastifyRequest, reply: FastifyReply) => {

@@ -52,6 +52,7 @@ describe("the console with auth required", () => {
       registry_url: registry,
       auth: { required: true, mode: "required", oidc: { issuer: idp.issuer, client_id: "nodefabric-console", scope: "openid" } },
       trace_url: null,
+      redact: [],
     });
   });
 

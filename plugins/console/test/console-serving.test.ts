@@ -82,7 +82,7 @@ describe("the console on a fabric without auth", () => {
   it("tells the page where the registry is and that no token is needed", async () => {
     const r = await call("GET", `${gw}/console/config.json`);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ registry_url: registry, auth: { required: false, mode: "disabled", oidc: null }, trace_url: null });
+    expect(r.body).toEqual({ registry_url: registry, auth: { required: false, mode: "disabled", oidc: null }, trace_url: null, redact: [] });
   });
 
   it("lets the gateway's origin read the registry across origins (GET, Authorization), and no other origin", async () => {

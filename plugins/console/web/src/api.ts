@@ -24,6 +24,8 @@ export interface ConsoleConfig {
   };
   /** Where a run's trace is shown: a URL template holding `{trace_id}` (FABRIC_CONSOLE_TRACE_URL), or null. */
   trace_url?: string | null;
+  /** Regular expressions whose matches the node panel shows as "[redacted]" (FABRIC_CONSOLE_REDACT). */
+  redact?: string[];
 }
 
 /** An executor in the registry's directory (GET /v1/executors). */

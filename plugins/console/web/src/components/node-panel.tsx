@@ -11,6 +11,8 @@ import { href } from "../router";
 import { ErrorView } from "./error-view";
 import { JsonView, LongText } from "./json-view";
 import { StateBadge } from "./state-badge";
+import { useConfig } from "../config-context";
+import { llmCallOf, redactor, type LlmCallView } from "../redact";
 
 export interface NodePanelProps {
   node: NodeView;
@@ -136,6 +138,49 @@ function WaitingApproval(props: { approvalId: string }) {
   );
 }
 
+/** An llm.chat NodeRun as a conversation: the prompt's messages, the answer and the tokens it used (all redacted). */
+function LlmCall(props: { call: LlmCallView }) {
+  const c = props.call;
+  return (
+    <div data-testid="node-llm-call">
+      <dl class="kv">
+        {c.model && (
+          <>
+            <dt>Model</dt>
+            <dd class="mono">
+              {c.model}
+              {c.profile && <span class="muted"> · profile {c.profile}</span>}
+            </dd>
+          </>
+        )}
+        {c.usage && (
+          <>
+            <dt>Tokens</dt>
+            <dd data-testid="node-llm-usage">
+              {c.usage.prompt_tokens ?? 0} prompt + {c.usage.completion_tokens ?? 0} completion = {c.usage.total_tokens ?? 0}
+              {c.cost !== undefined && c.cost > 0 && <span class="muted"> · cost {c.cost}</span>}
+            </dd>
+          </>
+        )}
+      </dl>
+      <ul class="plain" data-testid="node-llm-prompt">
+        {c.messages.map((m, i) => (
+          <li key={i} data-role={m.role}>
+            <b>{m.role}</b>
+            <LongText text={m.text} limit={20_000} />
+          </li>
+        ))}
+      </ul>
+      {c.answer !== undefined && (
+        <>
+          <b>answer</b>
+          <LongText text={c.answer} limit={20_000} testid="node-llm-answer" />
+        </>
+      )}
+    </div>
+  );
+}
+
 export function NodePanel(props: NodePanelProps) {
   const n = props.node;
   const [nodeRun, setNodeRun] = useState<NodeRun | undefined>();
@@ -150,8 +195,11 @@ export function NodePanel(props: NodePanelProps) {
       stale = true;
     };
   }, [n.id, n.state, n.attempt]);
+  const redact = redactor(useConfig().redact);
   const shown = nodeRun?.node_run_id === n.id ? nodeRun : undefined;
-  const failure = n.error ?? (shown?.extensions?.["nodefabric.error"] as FabricErrorBody | undefined);
+  const rawFailure = n.error ?? (shown?.extensions?.["nodefabric.error"] as FabricErrorBody | undefined);
+  const failure = rawFailure && (redact(rawFailure) as FabricErrorBody);
+  const llmCall = shown && llmCallOf(n.nodeTypeId, redact(shown.inputs), redact(shown.outputs));
   const start = n.startedAt ?? n.createdAt;
   return (
     <aside class="panel" data-testid="node-panel" data-node-run-id={n.id} data-state={n.state}>
@@ -217,16 +265,22 @@ export function NodePanel(props: NodePanelProps) {
           <ErrorView error={failure} testid="node-error" />
         </>
       )}
+      {llmCall && (
+        <>
+          <h2>LLM call</h2>
+          <LlmCall call={llmCall} />
+        </>
+      )}
       <h2>Inputs</h2>
-      {shown ? <JsonView value={shown.inputs} testid="node-inputs" /> : <p class="muted">Loading…</p>}
+      {shown ? <JsonView value={redact(shown.inputs)} testid="node-inputs" /> : <p class="muted">Loading…</p>}
       <h2>Outputs</h2>
-      {shown ? <JsonView value={shown.outputs} testid="node-outputs" empty={isTerminal(n.state) ? "none" : "none yet"} /> : <p class="muted">Loading…</p>}
+      {shown ? <JsonView value={redact(shown.outputs)} testid="node-outputs" empty={isTerminal(n.state) ? "none" : "none yet"} /> : <p class="muted">Loading…</p>}
       <h2>Attempts and retries</h2>
       <Attempts events={n.events} />
       <h2>Policy decisions</h2>
       <PolicyDecisions events={props.runEvents ? [...props.runEvents.filter((e) => e.type === "policy_decided"), ...n.events] : n.events} />
       <h2>Raw events</h2>
-      <RawEvents events={n.events} />
+      <RawEvents events={redact(n.events) as RunEvent[]} />
     </aside>
   );
 }
