@@ -103,15 +103,17 @@ async function startSlowUpstream(ms) {
 // ------------------------------------------------------------------ fabric
 
 const TELEMETRY_PLUGIN = path.join(repo, "plugins", "telemetry");
+const MCP_PLUGIN = path.join(repo, "plugins", "mcp");
 
 /**
  * The plugins a bench fabric loads: those asked for and no others. Left to itself the fabric would discover every
  * plugin package in the workspace's node_modules (the console, telemetry), and the figures would move with them.
  */
-async function benchPlugins({ store, telemetry = "off" } = {}) {
+async function benchPlugins({ store, telemetry = "off", mcp = false } = {}) {
   const names = [];
   if (store) names.push("@nodefabric/plugin-postgres");
   if (telemetry !== "off") names.push(TELEMETRY_PLUGIN);
+  if (mcp) names.push(MCP_PLUGIN);
   return (await core()).loadPlugins({ plugins: names, cwd: repo });
 }
 
@@ -148,7 +150,7 @@ async function noteSqliteDriver(coordinatorUrl) {
  * With `auth`, every service requires tokens: keys are generated into the data directory, the services mint their
  * own tokens with them, and the returned `headers` carry a client token for the gateway.
  */
-async function startWholeFabric({ auth = false, store, telemetry = "off" } = {}) {
+async function startWholeFabric({ auth = false, store, telemetry = "off", mcp = false } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
   const flags = { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] };
   if (store) Object.assign(flags, { store: { url: store }, plugins: ["@nodefabric/plugin-postgres"] });
@@ -170,7 +172,7 @@ async function startWholeFabric({ auth = false, store, telemetry = "off" } = {})
   }
   const { loadConfig, startFabric } = await core();
   const config = loadConfig({ cwd: repo, env: {}, flags });
-  const fabric = await startFabric(config, undefined, { plugins: await benchPlugins({ store, telemetry }) });
+  const fabric = await startFabric(config, undefined, { plugins: await benchPlugins({ store, telemetry, mcp }) });
   await noteSqliteDriver(fabric.urls["run-coordinator"]);
   for (let i = 0; i < 200; i++) {
     const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`, { headers: registryHeaders });
@@ -189,6 +191,29 @@ async function startWholeFabric({ auth = false, store, telemetry = "off" } = {})
 }
 
 // ------------------------------------------------------------------ scenarios
+
+/**
+ * `mcp-call`: demo.echo called as an MCP tool (tools/call on /mcp, the 2026-07-28 revision: one stateless POST per
+ * call with the per-request envelope and standard headers), each call a run through the gateway's own routes.
+ */
+async function mcpCall(total) {
+  const { fabric, headers, close } = await startWholeFabric({ mcp: true });
+  const url = fabric.urls["run-gateway"];
+  const _meta = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": { name: "bench", version: "1.0.0" },
+    "io.modelcontextprotocol/clientCapabilities": {},
+  };
+  const body = (i) => ({ jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "demo.echo", arguments: { i, text: "hello" }, _meta } });
+  const mcpHeaders = { accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "demo.echo", ...headers };
+  const load = (n) => closedLoop({ url, path: "/mcp", body, headers: mcpHeaders, total: n, clients: CLIENTS, check: (b) => b.result?.structuredContent?.echo?.text === "hello" });
+  try {
+    await load(Math.min(total, 1000));
+    return await withPeakRss(() => load(total));
+  } finally {
+    await close();
+  }
+}
 
 const executeBody = (i) => ({
   run_id: "run_bench",
@@ -442,6 +467,13 @@ const scenarios = [
     describe: `atomic-throughput with @nodefabric/plugin-telemetry exporting every span (OTLP/HTTP protobuf, batch processor, queue 65536, batches of 2048) to a receiver in another process`,
     floor: { name: "atomic-throughput (no telemetry)", describe: `atomic-throughput without the telemetry plugin, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS) },
     run: () => atomicThroughput(RUNS, { telemetry: "traced" }),
+    higherIsBetter: true,
+  },
+  {
+    name: "mcp-call",
+    describe: `${RUNS} calls of demo.echo as an MCP tool (tools/call on /mcp, 2026-07-28, one POST each), ${CLIENTS} closed-loop clients, all services in one process with @nodefabric/plugin-mcp; target >= 0.7 x the Run API`,
+    floor: { name: "atomic-throughput (Run API, MCP plugin loaded)", describe: `POST /v1/runs with Prefer: wait on the same kind of fabric, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS, { mcp: true }) },
+    run: () => mcpCall(RUNS),
     higherIsBetter: true,
   },
   {

@@ -35,12 +35,14 @@ function hostnameOf(url: string): string | undefined {
 }
 
 /** Sends a web-standard Response through fastify (a streamed body, such as SSE, as a stream). */
-function sendWeb(reply: FastifyReply, res: Response): FastifyReply {
+async function sendWeb(reply: FastifyReply, res: Response): Promise<FastifyReply> {
   reply.code(res.status);
   res.headers.forEach((value, key) => {
     if (key !== "content-length" && key !== "transfer-encoding") reply.header(key, value);
   });
   if (!res.body) return reply.send();
+  // A JSON answer is read whole (cheaper than piping a web stream); an event stream is piped as it comes.
+  if (res.headers.get("content-type")?.startsWith("application/json")) return reply.send(await res.text());
   return reply.send(Readable.fromWeb(res.body as never));
 }
 
@@ -156,7 +158,19 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
     }
     const body = req.body as Buffer | undefined;
     const url = `${gatewayUrl()}${req.url}`;
-    const web = new Request(url, { method: req.method, headers, ...(req.method === "POST" && body ? { body } : {}), signal: ac.signal });
+    // A JSON body is parsed here and handed over parsed, so the SDK need not read it from a web stream; one that does
+    // not parse goes to the SDK as it came, which answers the parse error.
+    let parsedBody: unknown = undefined;
+    let parsed = false;
+    if (req.method === "POST" && body && body.length > 0 && /^application\/json\b/i.test(req.headers["content-type"] ?? "")) {
+      try {
+        parsedBody = JSON.parse(body.toString("utf8"));
+        parsed = true;
+      } catch {
+        parsed = false;
+      }
+    }
+    const web = new Request(url, { method: req.method, headers, ...(req.method === "POST" && body && !parsed ? { body } : {}), signal: ac.signal });
 
     // DNS rebinding: the Host must be this gateway (checked when it is on loopback or hosts are configured), and a
     // browser's Origin one we know.
@@ -172,14 +186,15 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       principal: p && p.kind !== "anonymous" ? { sub: p.sub, iss: p.iss, tenant_id: p.tenant_id, scopes: p.scopes } : undefined,
       digest: callerDigest(p && p.kind !== "anonymous" ? p : undefined),
       mayRun,
+      method: parsed && typeof (parsedBody as { method?: unknown } | null)?.method === "string" ? (parsedBody as { method: string }).method : undefined,
     };
-    if (!mayRun && req.method === "POST" && body && wantsToRun(body)) {
+    if (!mayRun && req.method === "POST" && parsed && wantsToRun(parsedBody)) {
       throw new FabricError("permission_denied", "calling a tool starts a run, and the token lacks the scope runs:write", {
         headers: { "www-authenticate": `Bearer realm="nodefabric-run-gateway", error="insufficient_scope", scope="runs:write", resource_metadata="${resourceMetadataUrl()}"` },
         details: { required_scope: "runs:write" },
       });
     }
-    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: { caller } } });
+    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: { caller } }, ...(parsed ? { parsedBody } : {}) });
     return sendWeb(reply, res);
   };
 
@@ -188,12 +203,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
 }
 
 /** Whether a JSON-RPC body asks to run something (tools/call, or a task's result that would). */
-function wantsToRun(body: Buffer): boolean {
-  try {
-    const msg = JSON.parse(body.toString("utf8")) as unknown;
-    const msgs = Array.isArray(msg) ? msg : [msg];
-    return msgs.some((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
-  } catch {
-    return false;
-  }
+function wantsToRun(msg: unknown): boolean {
+  const msgs = Array.isArray(msg) ? msg : [msg];
+  return msgs.some((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call");
 }

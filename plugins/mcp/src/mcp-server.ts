@@ -21,6 +21,8 @@ export interface CallerInfo {
   digest: string;
   /** Whether the caller may start runs (runs:write, or authentication disabled). */
   mayRun: boolean;
+  /** The JSON-RPC method of this request, when it is one request (not a batch). */
+  method?: string;
 }
 
 export interface ServerDeps {
@@ -181,6 +183,8 @@ export function serverFactory(deps: ServerDeps): Sdk.McpServerFactory {
       {
         capabilities: { tools: { listChanged: true }, ...deps.tasks.capabilities(ctx.era) },
         instructions: INSTRUCTIONS,
+        // One validator for every instance: a Server per request would otherwise build its own and compile anew.
+        jsonSchemaValidator: deps.validator,
         cacheHints: { "tools/list": { ttlMs: deps.listTtlMs, cacheScope: "private" }, "server/discover": { ttlMs: deps.listTtlMs, cacheScope: "private" } },
       },
     );
@@ -259,7 +263,8 @@ export function serverFactory(deps: ServerDeps): Sdk.McpServerFactory {
       deps.inflight.get(`${caller.digest}\n${JSON.stringify(id)}`)?.abort();
     });
 
-    taskHandlers(server, deps, caller, ctx.era);
+    // The task methods are registered only for a request that may call one (each registration costs a little).
+    if (caller.method === undefined || caller.method.startsWith("tasks/")) taskHandlers(server, deps, caller, ctx.era);
     return server;
   };
 }

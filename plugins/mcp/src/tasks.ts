@@ -146,7 +146,8 @@ export function runTasks(deps: ServerDeps): TaskSupport {
 }
 
 const TaskIdParams = z.looseObject({ taskId: z.string() });
-const ListParams = z.looseObject({ cursor: z.string().optional() });
+const ListParams = z.looseObject({ cursor: z.string().optional() }).optional();
+const UpdateParams = z.looseObject({ taskId: z.string(), inputResponses: z.record(z.string(), z.unknown()).optional() });
 
 /** Registers the task methods of the instance's era. */
 export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: CallerInfo, era: "legacy" | "modern"): void {
@@ -176,7 +177,7 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
 
   if (taskEra === "2026") {
     // An approval is never the client's to give, so no task of ours asks for input: updates are acknowledged.
-    server.setRequestHandler("tasks/update", { params: z.looseObject({ taskId: z.string(), inputResponses: z.record(z.string(), z.unknown()).optional() }) }, async (p) => {
+    server.setRequestHandler("tasks/update", { params: UpdateParams }, async (p) => {
       await find(p.taskId);
       return {} as never;
     });
@@ -196,7 +197,7 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
     return { ...result, _meta: { ...result._meta, [RELATED_TASK]: { taskId: run.run_id } } } as never;
   });
 
-  server.setRequestHandler("tasks/list", { params: ListParams.optional() as never }, async (p: { cursor?: string } | undefined) => {
+  server.setRequestHandler("tasks/list", { params: ListParams as never }, async (p: { cursor?: string } | undefined) => {
     const query: Record<string, string> = { limit: "100" };
     if (p?.cursor) query.page_token = p.cursor;
     const res = await deps.calls.listRuns(query, caller.headers);
