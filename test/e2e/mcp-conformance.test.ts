@@ -6,14 +6,20 @@
  * scenario that applies passes. A reference server (server-everything) first proves the harness reads the suite's
  * verdicts right, passes and failures alike.
  *
+ * The client leg: the suite starts each scenario's server, and the client under test is NodeFabric as a user meets it,
+ * `fabric node-types import --from-mcp <url>` and runs of the imported tools through mcp.call
+ * (support-mcp/conformance-client.mjs).
+ *
  *   npx vitest run test/e2e/mcp-conformance.test.ts
  *
  * The suite needs Node >= 22: it runs on Node 24 from `.ci/node.sh 24`, installed into ~/.cache/nodefabric-e2e.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SERVER_SCOPE, REVISIONS, type Revision } from "./support-mcp/scope.js";
-import { CONFORMANCE, ensureTool, requirementSet, runConformanceServer, summarize, type ConformanceRun, type ScenarioResult } from "./support-mcp/tools.js";
-import { startMcpFabric, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
+import path from "node:path";
+import { SERVER_SCOPE, REVISIONS, clientScope, type Revision } from "./support-mcp/scope.js";
+import { CONFORMANCE, ensureTool, requirementSet, runConformanceClient, runConformanceServer, summarize, type ConformanceRun, type ScenarioResult } from "./support-mcp/tools.js";
+import { repo, startMcpFabric, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
+import { CLI } from "./fabric-cli.js";
 
 const SLOW = 300_000;
 
@@ -77,6 +83,8 @@ describe("fabric dev's /mcp, under the official conformance suite", () => {
       runs.set(rev, run);
       const report: string[] = [`$ ${run.command}  (exit ${run.code})`];
       const failing: ScenarioResult[] = [];
+      const na = new Map<string, string[]>();
+      const notApplicable = (s: string, reason: string) => na.set(reason, [...(na.get(reason) ?? []), s]);
       for (const r of [...run.scenarios.values()].sort((a, b) => a.scenario.localeCompare(b.scenario))) {
         const scope = SERVER_SCOPE[r.scenario];
         if (!scope) {
@@ -84,7 +92,7 @@ describe("fabric dev's /mcp, under the official conformance suite", () => {
           continue;
         }
         if (!scope.applies) {
-          report.push(`n/a  ${r.scenario} (${r.passed ? "passes anyway" : "fails"}): ${scope.reason}`);
+          notApplicable(r.scenario + (r.passed ? " (passes anyway)" : ""), scope.reason);
           continue;
         }
         const failures = r.failures.filter((c) => !(scope.notApplicableChecks && c.id in scope.notApplicableChecks));
@@ -93,11 +101,66 @@ describe("fabric dev's /mcp, under the official conformance suite", () => {
         for (const c of failures) report.push(`       ✗ ${c.id}: ${(c.errorMessage ?? "").slice(0, 300)}`);
         if (!verdict && !scope.reportOnly) failing.push({ ...r, failures });
       }
+      for (const [reason, list] of na) report.push(`n/a  ${list.join(", ")}\n       because ${reason}`);
       console.log(`conformance ${rev} against ${f.mcp}\n${report.join("\n")}`);
       expect(failing.map((r) => r.scenario), `${report.join("\n")}\n\nfabric output:\n${f.fabric.output().slice(-4000)}`).toEqual([]);
       // Every scenario the set names ran (none silently missing from the results).
       const req = await requirementSet(rev);
       for (const s of req.server) expect(run.scenarios.has(s), `${s} did not run:\n${run.stdout.slice(-3000)}`).toBe(true);
     }, SLOW);
+  }
+});
+
+describe("the conformance suite's client leg: import --from-mcp and mcp.call runs as the client", () => {
+  let f: McpFabric;
+  const probe = path.join(repo, "test/e2e/support-mcp/conformance-client.mjs");
+
+  beforeAll(async () => {
+    await ensureTool(CONFORMANCE);
+    // The scenario servers listen on loopback: the operator allows it, as anyone running MCP servers beside the fabric.
+    f = await startMcpFabric({ handlers: ["@nodefabric/handler-mcp"], env: { FABRIC_EXECUTOR_EGRESS_ALLOW_CIDRS: "127.0.0.1/32,::1/128" } });
+    await waitForNodeTypes(f.fabric.urls["node-registry"], ["mcp.call"]);
+  }, SLOW);
+  afterAll(async () => {
+    await f?.stop();
+  });
+
+  it("names a decision for every client scenario of both requirement sets", async () => {
+    for (const rev of REVISIONS) {
+      const req = await requirementSet(rev);
+      const named = [...req.client, ...req.notScored.filter((n) => n.leg === "client").map((n) => n.scenario)];
+      expect(named.filter((s) => !clientScope(s)), `client scenarios of ${rev} with no decision in support-mcp/scope.ts`).toEqual([]);
+    }
+  }, SLOW);
+
+  for (const rev of REVISIONS) {
+    it(`passes every client scenario of the ${rev} requirement set that applies`, async () => {
+      const req = await requirementSet(rev);
+      const named = [...new Set([...req.client, ...req.notScored.filter((n) => n.leg === "client").map((n) => n.scenario)])].sort();
+      const env = { NF_CLI: CLI, NF_NODE: process.execPath, NF_REGISTRY: f.fabric.urls["node-registry"], NF_GATEWAY: f.gateway };
+      const report: string[] = [];
+      const failing: string[] = [];
+      const na = new Map<string, string[]>();
+      for (const scenario of named) {
+        const scope = clientScope(scenario)!;
+        if (!scope.applies) {
+          na.set(scope.reason, [...(na.get(scope.reason) ?? []), scenario]);
+          continue;
+        }
+        const run = await runConformanceClient(`node ${probe}`, ["--scenario", scenario, "--spec-version", rev], { env });
+        const r = run.scenarios.get(scenario);
+        const verdict = !!r?.passed;
+        report.push(`${verdict ? "PASS" : "FAIL"} ${scenario}   $ ${run.command}`);
+        if (!r) report.push(`       no results:\n${run.stdout.slice(-2000)}\n${run.stderr.slice(-2000)}`);
+        for (const c of r?.failures ?? []) report.push(`       ✗ ${c.id}: ${(c.errorMessage ?? c.description ?? "").slice(0, 300)}`);
+        if (!verdict) {
+          report.push(run.stdout.slice(-1500));
+          if (!scope.reportOnly) failing.push(scenario);
+        }
+      }
+      for (const [reason, list] of na) report.push(`n/a  ${list.join(", ")}\n       because ${reason}`);
+      console.log(`conformance client leg, ${rev}\n${report.join("\n")}`);
+      expect(failing, report.join("\n")).toEqual([]);
+    }, 600_000);
   }
 });

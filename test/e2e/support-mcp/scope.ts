@@ -137,3 +137,37 @@ export const SERVER_SCOPE: Record<string, Scope> = {
 };
 
 export const REVISIONS: Revision[] = ["2025-11-25", "2026-07-28"];
+
+const INTERACTIVE_OAUTH =
+  "an OAuth flow driven by discovery (RFC 9728 protected-resource metadata, RFC 8414, authorization code with PKCE, DCR/CIMD, step-up): mcp.call does not log in, it uses credentials the operator holds as executor secrets (a bearer token, headers, or OAuth 2 client credentials at a configured token endpoint)";
+const CLIENT_ANSWERS_SERVER =
+  "the server asks the client for something mid-call (elicitation, or an input-required result to answer); mcp.call runs unattended on an executor and declares no such capability";
+
+/**
+ * The suite's client scenarios, for the client under test: `fabric node-types import --from-mcp` plus runs of the
+ * imported tools through mcp.call (support-mcp/conformance-client.mjs).
+ */
+export const CLIENT_SCOPE: Record<string, Scope> = {
+  initialize: { applies: true },
+  tools_call: { applies: true },
+  "sse-retry": { applies: true },
+  "request-metadata": { applies: true },
+  "http-standard-headers": { applies: true },
+  "http-custom-headers": { applies: true },
+  "http-invalid-tool-headers": { applies: true },
+  "json-schema-ref-no-deref": { applies: true },
+  "json-schema-2020-12-preservation": { applies: true },
+  "elicitation-sep1034-client-defaults": { applies: false, reason: CLIENT_ANSWERS_SERVER },
+  "sep-2322-client-request-state": { applies: false, reason: CLIENT_ANSWERS_SERVER },
+  "auth/client-credentials-jwt": { applies: false, reason: `extension; ${INTERACTIVE_OAUTH}` },
+  "auth/client-credentials-basic": { applies: false, reason: `extension; ${INTERACTIVE_OAUTH}` },
+  "auth/enterprise-managed-authorization": { applies: false, reason: `extension; ${INTERACTIVE_OAUTH}` },
+  "auth/dpop": { applies: false, reason: "extension: DPoP-bound tokens; mcp.call sends bearer tokens" },
+  "auth/dpop-nonce": { applies: false, reason: "extension: DPoP-bound tokens; mcp.call sends bearer tokens" },
+  "auth/wif-jwt-bearer": { applies: false, reason: `extension; ${INTERACTIVE_OAUTH}` },
+};
+
+/** Every auth/* scenario a requirement set names but CLIENT_SCOPE does not: the same reason. */
+export function clientScope(scenario: string): Scope | undefined {
+  return CLIENT_SCOPE[scenario] ?? (scenario.startsWith("auth/") ? { applies: false, reason: INTERACTIVE_OAUTH } : undefined);
+}

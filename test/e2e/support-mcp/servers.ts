@@ -38,12 +38,14 @@ export interface McpFabric {
 }
 
 /**
- * Starts `fabric dev` as a user would, on free ports, with the demo handlers and the conformance fixtures, and answers
- * where its MCP endpoint is.
+ * Starts `fabric dev` as a user would, on free ports, with the demo handlers and the conformance fixtures (or the
+ * handlers given), and answers where its MCP endpoint is.
  */
-export async function startMcpFabric(extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<McpFabric> {
+export async function startMcpFabric(options: { handlers?: string[]; args?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<McpFabric> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-mcp-e2e-"));
-  const args = ["dev", "--port-base", "0", "--data-dir", dataDir, "--handlers", "@nodefabric/handler-demo", CONFORMANCE_HANDLERS, ...extraArgs];
+  const handlers = options.handlers ?? ["@nodefabric/handler-demo", CONFORMANCE_HANDLERS];
+  const args = ["dev", "--port-base", "0", "--data-dir", dataDir, "--handlers", ...handlers, ...(options.args ?? [])];
+  const env = options.env ?? {};
   const fabric = await startFabricProcess(args, { cwd: repo, env });
   const gateway = fabric.urls["run-gateway"];
   // The banner's MCP line may follow the service list by a moment.
