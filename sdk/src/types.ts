@@ -193,6 +193,17 @@ export interface CompositeContext {
    * and resolve with its outputs, `abort` rejects (failing the composite unless caught), the others resolve undefined.
    */
   evaluate(child: string, result: EvaluationResult, recoveryAction?: RecoveryAction): Promise<JsonObject | undefined>;
+  /**
+   * The problems of a declarative plan (the format of `extensions["nodefabric.plan"]`: steps with `after`, `when`,
+   * `for_each` and JSONata references), each a JSON Pointer into the plan and a message; none when it compiles.
+   * Absent on executors from before it existed.
+   */
+  checkPlan?(plan: unknown): Array<{ path: string; message: string }>;
+  /**
+   * Runs a declarative plan with `inputs` as its `inputs`, its steps as this composite's children (independent steps
+   * in parallel), and resolves with its outputs; rejects when the plan is invalid or a step fails.
+   */
+  runPlan?(plan: JsonObject, inputs: JsonObject, options?: { onChild?: (child: ChildRun) => void }): Promise<JsonObject>;
 }
 
 /** A composite's code: inputs in, outputs (a JSON object) out, children through `ctx`. */

@@ -43,6 +43,7 @@ export interface PlannerInputs {
   max_output_tokens?: number;
   allowed_node_type_ids?: string[];
   require_approval?: boolean;
+  mode?: "subtasks" | "plan";
 }
 
 interface Subtask {
@@ -286,6 +287,7 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
   const goal = inputs.goal ?? inputs.prompt;
   if (!goal) throw new HandlerError("invalid_inputs", "llm.planner needs a goal (or prompt)", { retryable: false, details: { field: "goal" } });
   const p = new Planner(inputs, goal, ctx);
+  if (inputs.mode === "plan") return runDeclarative(p, inputs, goal, ctx);
   const structural = ctx.constraints?.structural;
 
   // ---------------------------------------------------------------- plan
@@ -494,6 +496,164 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
   };
 }
 
+/** The candidates a planner may run: Selection's set, without llm.chat and llm.plan-approval, and llm.planner only with depth left. */
+function usableCandidates(p: Planner, candidates: Candidate[]): Candidate[] {
+  return candidates.filter((c) => !NEVER_CANDIDATES.has(c.node_type_ref.node_type_id) && (c.node_type_ref.node_type_id !== PLANNER_ID || p.depth > 0));
+}
+
+function sideEffectOf(c: Candidate | undefined): string {
+  return (c?.constraints?.gates?.side_effect_class as string | undefined) ?? "unknown";
+}
+
+/** Waits for one approval of what a plan will run; a rejection ends the planner `approval_rejected`, with the reason. */
+async function approvePlan(ctx: CompositeContext, goal: string, steps: Array<{ id: string; goal: string; after: string[]; node_type: string; side_effect_class: string }>): Promise<void> {
+  const sideEffects = [...new Set(steps.map((s) => s.side_effect_class))].sort();
+  try {
+    await ctx.call(PLAN_APPROVAL, { goal, steps, side_effects: sideEffects } as unknown as JsonObject, { constraints: { gates: { require_approval: true } } });
+  } catch (err) {
+    if (ChildFailedError.is(err)) {
+      throw new HandlerError(err.error.code === "approval_rejected" ? "approval_rejected" : err.error.code, `the plan was not approved: ${err.error.message}`, {
+        retryable: false,
+        details: { node_run_id: err.node_run_id, error: err.error as unknown as JsonObject },
+      });
+    }
+    throw err;
+  }
+}
+
+interface DeclarativeStep {
+  id: string;
+  node_type_ref: NodeTypeRef;
+  inputs?: JsonValue;
+  when?: JsonValue;
+  for_each?: JsonValue;
+  after?: string[];
+}
+
+/**
+ * Plans as data: the model answers a declarative plan (the format of `extensions["nodefabric.plan"]`: steps with
+ * `after`, `when`, `for_each` and JSONata references to `inputs` and earlier `steps.<id>.outputs`), choosing node
+ * types only from Selection's candidate set. The fabric's own plan compiler checks it before anything runs (its
+ * problems go back to the model as a repair), and its runner runs it, independent steps in parallel, each step a
+ * child of this planner. The plan's `inputs` are `{ goal, context }`.
+ */
+async function runDeclarative(p: Planner, inputs: PlannerInputs, goal: string, ctx: CompositeContext): Promise<JsonObject> {
+  const checkPlan = ctx.checkPlan?.bind(ctx);
+  const runPlanFn = ctx.runPlan?.bind(ctx);
+  if (!checkPlan || !runPlanFn) {
+    throw new HandlerError("invalid_configuration", "this composite executor cannot run declarative plans (ctx.checkPlan, ctx.runPlan); mode \"plan\" needs a newer @nodefabric/core", { retryable: false });
+  }
+  const allowed = inputs.allowed_node_type_ids;
+  const set = await ctx.select({ subtask_id: "plan", goal }, { candidates: { max_candidates_per_subtask: inputs.max_candidates ?? 10, ...(allowed ? { allowed_node_type_ids: allowed } : {}) } });
+  const usable = usableCandidates(p, set.candidates);
+  if (usable.length === 0) {
+    throw new HandlerError("no_candidate", `Selection proposed no node type the planner may run for "${goal}"`, { retryable: false, details: { candidate_set_id: set.candidate_set_id, refused: set.candidates.map((c) => refName(c.node_type_ref)) } });
+  }
+  const byName = new Map(usable.map((c) => [refName(c.node_type_ref), c]));
+  const schema: JsonObject = {
+    type: "object",
+    properties: {
+      steps: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            id: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]{0,63}$" },
+            node_type_ref: {
+              type: "object",
+              properties: { node_type_id: { enum: [...new Set(usable.map((c) => c.node_type_ref.node_type_id))] }, version: { type: "string" } },
+              required: ["node_type_id", "version"],
+              additionalProperties: false,
+            },
+            inputs: {},
+            when: {},
+            for_each: {},
+            after: { type: "array", items: { type: "string" } },
+          },
+          required: ["id", "node_type_ref"],
+          additionalProperties: false,
+        },
+      },
+      outputs: {},
+    },
+    required: ["steps", "outputs"],
+    additionalProperties: false,
+  };
+  const plan = await p.ask<{ steps: DeclarativeStep[]; outputs: JsonValue }>(
+    "plan",
+    [
+      system(
+        "You are a planner. Answer a declarative plan that reaches the user's goal with the listed tools only: `steps`, each with an `id`, a " +
+          "`node_type_ref` ({ node_type_id, version } of a listed tool), `inputs` valid under the tool's input schema, and optionally `after` (ids of " +
+          "steps it must wait for), `when` (a condition) and `for_each` (an array to fan out over, the item as `item`); then `outputs`. Values may be " +
+          'JSONata expressions written "{% … %}" that read `inputs.goal`, `inputs.context` and `steps.<id>.outputs`. Steps that do not refer to each ' +
+          `other run in parallel. Use at most ${p.maxSteps} steps.`,
+      ),
+      user({
+        goal,
+        context: inputs.context ?? {},
+        max_steps: p.maxSteps,
+        tools: usable.map((c) => ({ name: refName(c.node_type_ref), description: c.extensions?.["nodefabric.description"] ?? "", side_effect_class: sideEffectOf(c), input_schema: c.extensions?.["nodefabric.input_schema"] ?? {} })),
+      }),
+    ],
+    schema,
+    (v) => [
+      ...checkPlan(v).map((i) => `${i.path}: ${i.message}`),
+      ...v.steps.flatMap((st, i) => (byName.has(refName(st.node_type_ref)) ? [] : [`/steps/${i}/node_type_ref: ${refName(st.node_type_ref)} is not one of the listed tools`])),
+      ...v.steps.flatMap((st, i) => (st.node_type_ref.node_type_id === PLANNER_ID && (typeof st.inputs !== "object" || st.inputs === null || Array.isArray(st.inputs)) ? [`/steps/${i}/inputs: a step of ${PLANNER_ID} must give its inputs as an object`] : [])),
+    ],
+  );
+  if (plan.steps.length > p.maxSteps) {
+    throw boundError(`the model's plan has ${plan.steps.length} steps, more than max_steps ${p.maxSteps}; nothing was run`, { bound: "max_steps", limit: p.maxSteps, planned: plan.steps.length });
+  }
+  // Bounds only shrink: a child planner's inputs are clamped to what this one has left.
+  for (const st of plan.steps) if (st.node_type_ref.node_type_id === PLANNER_ID) st.inputs = clampChildPlanner(st.inputs as JsonObject, p, inputs);
+  const steps = plan.steps.map((st) => ({ id: st.id, goal: refName(st.node_type_ref), after: st.after ?? [], node_type: refName(st.node_type_ref), side_effect_class: sideEffectOf(byName.get(refName(st.node_type_ref))) }));
+  if (inputs.require_approval) await approvePlan(ctx, goal, steps);
+
+  const children: ChildRecord[] = [];
+  const started: Array<Promise<void>> = [];
+  let outputs: JsonObject | undefined;
+  let failure: JsonObject | undefined;
+  try {
+    outputs = await runPlanFn(plan as unknown as JsonObject, { goal, context: inputs.context ?? {} }, {
+      onChild: (child) => {
+        const record: ChildRecord = { subtask_id: "", node_type_ref: child.node_type_ref, node_run_id: "", state: "completed" };
+        children.push(record);
+        started.push(
+          child.node_run_id.then((id) => void (record.node_run_id = id)).catch(() => undefined),
+          child.result.then(
+            (o) => void (record.outputs = o),
+            (err: unknown) => {
+              record.state = "failed";
+              if (ChildFailedError.is(err)) record.error = err.error as unknown as JsonObject;
+            },
+          ),
+        );
+      },
+    });
+  } catch (err) {
+    const e = err as { code?: string; message?: string; error?: { code?: string } };
+    failure = { code: ChildFailedError.is(err) ? "child_failed" : (e.code ?? "plan_failed"), message: e.message ?? String(err) };
+  }
+  await Promise.allSettled(started);
+  const evaluation = await p.ask<{ summary: string; success: boolean; recovery: unknown[] }>(
+    "evaluate",
+    [system("Judge whether the plan's result reaches the goal, and summarize the outcome for the user. Leave `recovery` empty."), user({ goal, outputs: outputs ?? null, failure: failure ?? null })],
+    EVALUATION_SCHEMA,
+  );
+  return {
+    planner_summary: evaluation.summary,
+    success: evaluation.success && failure === undefined,
+    plan: plan as unknown as JsonObject,
+    ...(outputs ? { plan_outputs: outputs } : {}),
+    ...(failure ? { plan_error: failure } : {}),
+    child_node_runs: children.map((c) => JSON.parse(JSON.stringify(c)) as JsonObject),
+    model_calls: p.modelCalls.map((m) => JSON.parse(JSON.stringify(m)) as JsonObject),
+    usage: p.usage,
+  };
+}
+
 async function mapInputs(p: Planner, goal: string, s: Subtask, ref: NodeTypeRef, schema: JsonObject, earlier: Record<string, unknown>): Promise<JsonObject> {
   const props = schema.properties as JsonObject | undefined;
   // A node type that takes nothing needs no model call.
@@ -572,6 +732,7 @@ export const llmPlanner = defineComposite<PlannerInputs, JsonObject>({
         max_output_tokens: { type: "integer", minimum: 1, maximum: 1_000_000 },
         allowed_node_type_ids: { type: "array", items: { type: "string" }, maxItems: 1000 },
         require_approval: { type: "boolean" },
+        mode: { enum: ["subtasks", "plan"] },
       },
       anyOf: [{ required: ["goal"] }, { required: ["prompt"] }],
       additionalProperties: false,
@@ -585,6 +746,8 @@ export const llmPlanner = defineComposite<PlannerInputs, JsonObject>({
         child_node_runs: { type: "array", items: { type: "object" } },
         model_calls: { type: "array", items: { type: "object" } },
         usage: { type: "object" },
+        plan_outputs: { type: "object" },
+        plan_error: { type: "object" },
       },
       required: ["planner_summary", "child_node_runs"],
     },

@@ -246,6 +246,42 @@ describe("llm.planner", () => {
     expect(events.some((e) => e.type === "node_evaluated" && e.data.evaluation_result.details?.remap_to === "test.report@1.0.0")).toBe(true);
   });
 
+  it("plans as data: a declarative plan checked by the fabric's compiler (a bad one repaired), its independent steps run in parallel", async () => {
+    const ref = (id: string) => ({ node_type_id: id, version: "1.0.0" });
+    const good = {
+      steps: [
+        { id: "w", node_type_ref: ref("test.weather"), inputs: { city: "Oslo" } },
+        { id: "x", node_type_ref: ref("test.fx"), inputs: { from: "EUR", to: "NOK" } },
+        { id: "r", node_type_ref: ref("test.report"), inputs: { text: "{% $string(steps.w.outputs.temp_c) & ' / ' & $string(steps.x.outputs.rate) %}" } },
+      ],
+      outputs: { report: "{% steps.r.outputs %}" },
+    };
+    let plans = 0;
+    respond = brain({
+      // First a plan whose last step reads a step that does not exist, then the good one.
+      plan: () => ({ content: plans++ === 0 ? { ...good, steps: [...good.steps.slice(0, 2), { ...good.steps[2], inputs: { text: "{% steps.nope.outputs %}" } }] } : good }),
+    });
+    const run = await startRun({ goal: "Report Oslo's weather and the EUR/NOK rate", allowed_node_type_ids: TOOLS, mode: "plan" });
+    expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
+    expect(purposes()).toEqual(["plan", "plan", "evaluate"]);
+    expect(llm.calls[1].body.messages!.at(-1)!.content).toMatch(/nope/);
+    const out = run.extensions["nodefabric.outputs"];
+    expect(out.plan_outputs).toEqual({ report: { chars: 7 } });
+    expect(out.child_node_runs.map((c: Json) => [c.node_type_ref.node_type_id, c.state])).toEqual([
+      ["test.weather", "completed"],
+      ["test.fx", "completed"],
+      ["test.report", "completed"],
+    ]);
+    expect(Math.abs(started["test.weather"][0] - started["test.fx"][0])).toBeLessThan(250);
+
+    // A step outside the candidate set is refused, and never run.
+    llm.calls.length = 0;
+    respond = brain({ plan: () => ({ content: { steps: [{ id: "p", node_type_ref: ref("test.pay"), inputs: { amount: 1 } }], outputs: {} } }) });
+    const outside = await startRun({ goal: "pay", allowed_node_type_ids: TOOLS, mode: "plan", repair_max: 0 });
+    expect(rootError(outside)).toMatchObject({ code: "planner_invalid_output" });
+    expect(started["test.pay"]).toBeUndefined();
+  });
+
   it("a model that answers schema-valid nonsense ends the run with a documented code, within bounds", async () => {
     respond = () => undefined; // the stand-in builds schema-valid answers
     const run = await startRun({ goal: "anything", allowed_node_type_ids: TOOLS, repair_max: 2 });

@@ -30,7 +30,7 @@ import type { CompositeContext, HandlerLogger, JsonObject } from "@nodefabric/sd
 import { runLogFields } from "../../observe/log-fields.js";
 import { ChildCalls, asHandlerError, isRetryable, pause, type ChildRequest } from "./child-calls.js";
 import type { CompositeTarget } from "./composite-targets.js";
-import { PlanEvaluationError, PlanInvalidError } from "./plan/index.js";
+import { PLAN_POINTER, PlanEvaluationError, PlanInvalidError, runPlan, validatePlan } from "./plan/index.js";
 import { ATTR, inSpan } from "../../observe/tracing.js";
 
 export interface CompositeDriverOptions {
@@ -191,6 +191,18 @@ export class CompositeDriver {
       spawn: (ref, inputs, options) => calls.spawn(ref, inputs, options),
       select: (subtask, constraints) => this.select(subtask, constraints),
       evaluate: (child, result, action) => this.evaluate(child, result, action),
+      // Declarative plans written at run time (by a model, say): the same compiler and runner as a published plan,
+      // whose steps are this composite's children.
+      checkPlan: (plan) => validatePlan(plan).map((i) => ({ path: i.path.startsWith(PLAN_POINTER) ? i.path.slice(PLAN_POINTER.length) || "/" : i.path, message: i.message })),
+      runPlan: (plan, inputs, options) =>
+        runPlan(plan, inputs, {
+          call: (ref, childInputs) => {
+            const child = calls.spawn(ref, childInputs);
+            options?.onChild?.(child);
+            return child.result;
+          },
+          signal: this.cancelController.signal,
+        }),
     };
   }
 
