@@ -8,7 +8,9 @@
  * The inspector needs Node >= 22.19: it runs on Node 24 from `.ci/node.sh 24`, installed into ~/.cache/nodefabric-e2e.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import path from "node:path";
 import { call } from "../run-client.js";
+import { runFabric } from "./fabric-cli.js";
 import { INSPECTOR, ensureTool, runInspector } from "./support-mcp/tools.js";
 import { startMcpFabric, startRecordingProxy, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
 
@@ -166,5 +168,44 @@ describe("fabric dev's /mcp, through the official inspector CLI", () => {
         expect((await runsOf("demo.sleep")).length).toBe(before.length);
       }, SLOW);
     });
+  }
+});
+
+describe("fabric dev --auth: /mcp through the inspector CLI, with and without a token", () => {
+  let f: McpFabric;
+  const mint = async (scope: string) => {
+    const r = await runFabric(["token", "mint", "--aud", "run-gateway", "--scope", scope, "--key", path.join(f.dataDir, "keys", "signing-key.json")]);
+    expect(r.code, r.stderr).toBe(0);
+    return r.stdout.trim();
+  };
+  beforeAll(async () => {
+    await ensureTool(INSPECTOR);
+    f = await startMcpFabric({ handlers: ["@nodefabric/handler-demo"], args: ["--auth"] });
+  }, SLOW);
+  afterAll(async () => {
+    await f?.stop();
+  });
+
+  for (const era of ERAS) {
+    it(`--protocol-era ${era}: no token is auth_required; a runs:write token calls demo.echo; a runs:read token sees no tools`, async () => {
+      // --stored-auth-only: a CI run never starts an interactive OAuth login; the 401 is reported as it is.
+      const anonymous = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list", "--stored-auth-only"]);
+      expect(anonymous.code, `${anonymous.stderr}\n${anonymous.stdout}`).toBe(3);
+      expect(anonymous.json?.error?.code).toBe("auth_required");
+
+      const writer = await mint("runs:read runs:write");
+      const input = { secure: true, era };
+      const ok = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/call", "--tool-name", "demo.echo", "--tool-args-json", JSON.stringify(input), "--header", `Authorization: Bearer ${writer}`]);
+      expect(ok.code, `${ok.stderr}\n${ok.stdout}`).toBe(0);
+      expect(ok.json.result.structuredContent).toEqual({ echo: input });
+
+      // Nothing on /mcp lets a token do what it could not do through the Run API: runs:read starts no runs.
+      const reader = await mint("runs:read");
+      const list = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list", "--header", `Authorization: Bearer ${reader}`]);
+      expect(list.code, `${list.stderr}\n${list.stdout}`).toBe(0);
+      expect(list.json.result.tools).toEqual([]);
+      const api = await call("POST", `${f.gateway}/v1/runs`, { root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, input }, { authorization: `Bearer ${reader}` });
+      expect(api.status).toBe(403);
+    }, SLOW);
   }
 });
