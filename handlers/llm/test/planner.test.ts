@@ -49,6 +49,21 @@ const broken = defineAtomic<Json, Json>({
     throw new HandlerError("broken", "this tool always fails", { retryable: false });
   },
 });
+let flakyCalls = 0;
+const flaky = defineAtomic<Json, Json>({
+  nodeType: {
+    node_type_id: "test.flaky",
+    version: "1.0.0",
+    description: "Deliver a text; fails the first time",
+    input_schema: { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false },
+    output_schema: { type: "object" },
+    constraints: { gates: { side_effect_class: "read" } },
+  },
+  handler() {
+    if (flakyCalls++ === 0) throw new HandlerError("flaky", "failed the first time", { retryable: false });
+    return { delivered: true };
+  },
+});
 const pay = tool("test.pay", "irreversible", { amount: { type: "number" } }, "Send a payment of an amount", () => ({ sent: true }));
 
 const TOOLS = ["test.weather", "test.fx", "test.report"];
@@ -106,7 +121,7 @@ beforeAll(async () => {
   writeFileSync(path.join(dir, "llm.json"), JSON.stringify({ prices: { "gpt-test": { input_per_million: 100, output_per_million: 200 } }, profiles: { expensive: { base_url: llm.url, model: "gpt-huge" } } }));
   Object.assign(process.env, { FABRIC_LLM_BASE_URL: llm.url, FABRIC_LLM_MODEL: "gpt-test", FABRIC_LLM_API_KEY: "sk-planner-test", FABRIC_LLM_CONFIG: path.join(dir, "llm.json") });
   resetLlmConfig();
-  fabric = await fabricFixture({ definitions: [llmChat, llmPlanner, planApproval, weather, fx, report, pay, broken] });
+  fabric = await fabricFixture({ definitions: [llmChat, llmPlanner, planApproval, weather, fx, report, pay, broken, flaky] });
 });
 
 afterAll(async () => {
@@ -246,6 +261,71 @@ describe("llm.planner", () => {
     expect(events.some((e) => e.type === "node_evaluated" && e.data.evaluation_result.details?.remap_to === "test.report@1.0.0")).toBe(true);
   });
 
+  it("recovers with retry: the same node type and inputs as a new child, recorded as an evaluation", async () => {
+    flakyCalls = 0;
+    let evaluated = 0;
+    respond = brain({
+      plan: () => ({ content: { subtasks: [{ id: "f", goal: "deliver a text", after: [] }] } }),
+      inputs: () => ({ content: { text: "hello" } }),
+      evaluate: () => (evaluated++ === 0 ? { content: { summary: "it failed once", success: false, recovery: [{ subtask_id: "f", action: "retry", reason: "transient" }] } } : undefined),
+    });
+    const run = await startRun({ goal: "deliver", allowed_node_type_ids: ["test.flaky"] });
+    expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
+    expect(purposes()).toEqual(["plan", "inputs", "evaluate", "evaluate"]);
+    const out = run.extensions["nodefabric.outputs"];
+    expect(out.child_node_runs[0]).toMatchObject({ subtask_id: "f", state: "completed", outputs: { delivered: true }, recovery: "retry" });
+    const nrs: Json[] = await fabric.nodeRuns(run.run_id);
+    expect(nrs.filter((n) => n.node_type_ref.node_type_id === "test.flaky").map((n) => n.state).sort()).toEqual(["completed", "failed"]);
+  });
+
+  it("recovers with decompose_further: a child planner one level deeper, whose own bounds are clamped", async () => {
+    const evaluations: Record<string, number> = {};
+    respond = brain({
+      plan: (_b, first) => ({ content: { subtasks: [first.goal === "deliver" ? { id: "p", goal: "deliver a summary text", after: [] } : { id: "q", goal: "write the report", after: [] }] } }),
+      choose: (_b, first) => ({ content: { choice: first.tools.find((t: Json) => t.name.startsWith(first.subtask.id === "p" ? "test.broken" : "test.report")).name } }),
+      inputs: () => ({ content: { text: "summary" } }),
+      evaluate: (_b, first) => {
+        const n = (evaluations[first.goal] = (evaluations[first.goal] ?? 0) + 1);
+        if (first.goal === "deliver" && n === 1) return { content: { summary: "broken", success: false, recovery: [{ subtask_id: "p", action: "decompose_further", reason: "plan it in smaller steps" }] } };
+        return undefined;
+      },
+    });
+    const run = await startRun({ goal: "deliver", allowed_node_type_ids: ["test.broken", "test.report"], max_depth: 1 });
+    expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
+    const out = run.extensions["nodefabric.outputs"];
+    expect(out.child_node_runs[0]).toMatchObject({ subtask_id: "p", node_type_ref: { node_type_id: "llm.planner" }, state: "completed", recovery: "decompose_further" });
+    const nrs: Json[] = await fabric.nodeRuns(run.run_id);
+    const child = nrs.find((n) => n.node_type_ref.node_type_id === "llm.planner" && n.node_run_id !== run.root_node_run_id);
+    expect(child.inputs).toMatchObject({ goal: "deliver a summary text", max_depth: 0 });
+    expect(child.outputs.child_node_runs[0]).toMatchObject({ node_type_ref: { node_type_id: "test.report" }, state: "completed" });
+
+    // At depth 0 the same request is refused and recorded, and the run ends with the failure.
+    for (const k of Object.keys(evaluations)) delete evaluations[k];
+    const flat = await startRun({ goal: "deliver", allowed_node_type_ids: ["test.broken", "test.report"], max_depth: 0 });
+    expect(flat.state).toBe("completed");
+    expect(flat.extensions["nodefabric.outputs"]).toMatchObject({ success: false, child_node_runs: [{ subtask_id: "p", state: "failed" }] });
+    const events: Json[] = await fabric.events(flat.run_id);
+    expect(events.some((e) => e.type === "node_evaluated" && e.data.evaluation_result.reason_code === "max_depth")).toBe(true);
+  });
+
+  it("a cancel in the middle of a model call aborts the request, and the run ends canceled", async () => {
+    respond = brain({ plan: () => ({ fail: "hang" }) });
+    const res = await fetch(`${fabric.urls["run-gateway"]}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ root_node_type_ref: { node_type_id: "llm.planner", version: "1.0.0" }, input: { goal: "hang", allowed_node_type_ids: TOOLS } }),
+    });
+    const run: Json = await res.json();
+    await llm.waitForCalls(1);
+    expect((await fetch(`${fabric.urls["run-gateway"]}/v1/runs/${run.run_id}:cancel`, { method: "POST" })).status).toBeLessThan(300);
+    for (let i = 0; i < 100 && !llm.calls[0].aborted; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(llm.calls[0].aborted).toBe(true);
+    const after: Json = await (await fetch(`${fabric.urls["run-gateway"]}/v1/runs/${run.run_id}`)).json();
+    expect(after.state).toBe("canceled");
+    const nrs: Json[] = await fabric.nodeRuns(run.run_id);
+    expect(nrs.every((n) => n.state === "canceled")).toBe(true);
+  });
+
   it("plans as data: a declarative plan checked by the fabric's compiler (a bad one repaired), its independent steps run in parallel", async () => {
     const ref = (id: string) => ({ node_type_id: id, version: "1.0.0" });
     const good = {
@@ -312,7 +392,7 @@ describe("llm.planner under a policy", () => {
         "",
       ].join("\n"),
     );
-    gov = await fabricFixture({ definitions: [llmChat, llmPlanner, planApproval, weather, fx, report, pay], policy });
+    gov = await fabricFixture({ definitions: [llmChat, llmPlanner, planApproval, weather, fx, report, pay, broken], policy });
   });
   afterAll(async () => {
     await gov?.close();
@@ -413,5 +493,22 @@ describe("llm.planner under a policy", () => {
     const chat = nrs.find((n) => n.node_type_ref.node_type_id === "llm.chat");
     const decided = events.find((e) => e.type === "policy_decided" && e.node_run_id === chat.node_run_id);
     expect(decided.data).toMatchObject({ action: "node.run.create", decision: "deny", reason_code: "denied_by:no-expensive-model" });
+  });
+
+  it("ask_user waits for a person; approving accepts the failure and the run completes", async () => {
+    let evaluated = 0;
+    respond = brain({
+      plan: () => ({ content: { subtasks: [{ id: "b", goal: "deliver a text", after: [] }] } }),
+      inputs: () => ({ content: { text: "x" } }),
+      evaluate: () => (evaluated++ === 0 ? { content: { summary: "it broke", success: false, recovery: [{ subtask_id: "b", action: "ask_user", reason: "should we go on without it?" }] } } : { content: { summary: "went on without it", success: false, recovery: [] } }),
+    });
+    const run = await start({ goal: "deliver", allowed_node_type_ids: ["test.broken"] });
+    const approval = await pendingApproval(run.run_id);
+    const nrs: Json[] = await gov.nodeRuns(run.run_id);
+    expect(nrs.find((n) => n.node_run_id === approval.node_run_id).inputs.question).toBe("should we go on without it?");
+    expect((await fetch(`${gov.urls["run-gateway"]}/v1/approvals/${approval.approval_id}:approve`, { method: "POST" })).status).toBe(204);
+    const done = await ended(run.run_id);
+    expect(done.state, JSON.stringify(rootError(done))).toBe("completed");
+    expect(done.extensions["nodefabric.outputs"]).toMatchObject({ success: false, planner_summary: "went on without it", child_node_runs: [{ subtask_id: "b", state: "failed", recovery: "ask_user: accepted" }] });
   });
 });
