@@ -205,6 +205,9 @@ export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
   const program = new Command("fabric")
     .description("NodeFabric: run work as a tree of node executions")
     .version(SERVICE_VERSION, "-v, --version")
+    // The program's own options (-v, --version) only before a subcommand: `node-types import --version 1.1.0` is the
+    // import's option, not a request for fabric's version.
+    .enablePositionalOptions()
     .showHelpAfterError();
 
   withRunOptions(program.command("dev").description("run all seven services in one process (on SQLite unless --store names a plugin's store)")).action(async (flags: RunFlags) => {
