@@ -12,7 +12,7 @@ import path from "node:path";
 import { call } from "../run-client.js";
 import { runFabric } from "./fabric-cli.js";
 import { INSPECTOR, ensureTool, runInspector } from "./support-mcp/tools.js";
-import { startMcpFabric, startRecordingProxy, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
+import { repo as repoRoot, startMcpFabric, startRecordingProxy, startServerEverything, waitForNodeTypes, type McpFabric, type ReferenceServer } from "./support-mcp/servers.js";
 
 const SLOW = 300_000;
 const ERAS = ["legacy", "modern"] as const;
@@ -208,4 +208,79 @@ describe("fabric dev --auth: /mcp through the inspector CLI, with and without a 
       expect(api.status).toBe(403);
     }, SLOW);
   }
+});
+
+describe("round trip: server-everything imported with `fabric node-types import --from-mcp`, served again through /mcp", () => {
+  let ref: ReferenceServer;
+  let f: McpFabric;
+  let imported: string;
+  const direct = (args: string[]) => runInspector([ref.url, ...args]);
+  const via = (args: string[]) => runInspector([f.mcp, ...args]);
+
+  beforeAll(async () => {
+    await ensureTool(INSPECTOR);
+    ref = await startServerEverything();
+    // mcp.call reaches the server on loopback: the operator allows it, as anyone running MCP servers beside the fabric.
+    f = await startMcpFabric({ handlers: ["@nodefabric/handler-mcp"], env: { FABRIC_EXECUTOR_EGRESS_ALLOW_CIDRS: "127.0.0.1/32,::1/128" } });
+    const r = await runFabric(["node-types", "import", "--from-mcp", ref.url, "--prefix", "everything", "--registry", f.fabric.urls["node-registry"]], { cwd: repoRoot });
+    expect(r.code, r.stderr).toBe(0);
+    imported = r.stdout;
+  }, SLOW);
+  afterAll(async () => {
+    await f?.stop();
+    await ref?.stop();
+  });
+
+  it("lists every imported tool again, with the server's description and input schema", async () => {
+    const mine = await direct(["--method", "tools/list"]);
+    const ours = await via(["--method", "tools/list"]);
+    expect(mine.code, mine.stderr).toBe(0);
+    expect(ours.code, ours.stderr).toBe(0);
+    const served = new Map<string, any>(ours.json.result.tools.map((t: any) => [t.name, t]));
+    const published = [...imported.matchAll(/^\s+everything\.(\S+)@1\.0\.0$/gm)].map((m) => m[1]);
+    expect(published.length).toBeGreaterThan(5);
+    for (const name of published) {
+      const upstream = mine.json.result.tools.find((t: any) => t.name === name);
+      const again = served.get(`everything.${name}`);
+      expect(again, `everything.${name} is not served`).toBeDefined();
+      expect(again.description, name).toBe(upstream.description);
+      // The importer writes draft-07 schemas as 2020-12 (documented); the schema is otherwise the server's.
+      const { $schema, ...rest } = upstream.inputSchema;
+      expect($schema === undefined || /draft-07/.test($schema), name).toBe(true);
+      expect(again.inputSchema, name).toEqual(rest);
+      expect(again.annotations?.readOnlyHint ?? false, name).toBe(upstream.annotations?.readOnlyHint ?? false);
+      expect(again.annotations?.destructiveHint ?? true, name).toBe(upstream.annotations?.destructiveHint ?? true);
+    }
+    // A tool left out is named, with its reason (server-everything's task-only tool).
+    for (const t of mine.json.result.tools) {
+      if (!published.includes(t.name) && t.name !== "get-roots-list") expect(imported, t.name).toMatch(new RegExp(`^\\s+${t.name}: `, "m"));
+    }
+  }, SLOW);
+
+  it("a tool with structured content: the call through the fabric answers what the server answers", async () => {
+    const args = ["--method", "tools/call", "--tool-args-json", JSON.stringify({ location: "Chicago" })];
+    const mine = await direct([...args, "--tool-name", "get-structured-content"]);
+    const ours = await via([...args, "--tool-name", "everything.get-structured-content"]);
+    expect(ours.code, `${ours.stderr}\n${ours.stdout}`).toBe(0);
+    expect(ours.json.result.structuredContent).toEqual(mine.json.result.structuredContent);
+    expect(ours.json.result.content).toEqual(mine.json.result.content);
+    expect(ours.json.result.isError ?? false).toBe(false);
+  }, SLOW);
+
+  // KNOWN GAP, marked `fails` so the suite stays green and turns red the day it is fixed (then drop `.fails`): /mcp
+  // serves mcp.call's wrapper output ({ content, structuredContent? }) as structuredContent plus its JSON as text,
+  // instead of the server's own content blocks. Issue 27 asks for the same results; /work/notes/mcp-findings.md G1.
+  it.fails("a content-only tool: the call through the fabric answers the server's content blocks", async () => {
+    for (const [tool, input] of [
+      ["echo", { message: "round trip" }],
+      ["get-sum", { a: 2, b: 40 }],
+    ] as const) {
+      const args = ["--method", "tools/call", "--tool-args-json", JSON.stringify(input)];
+      const mine = await direct([...args, "--tool-name", tool]);
+      const ours = await via([...args, "--tool-name", `everything.${tool}`]);
+      expect(ours.code, `${ours.stderr}\n${ours.stdout}`).toBe(0);
+      expect(ours.json.result.content, tool).toEqual(mine.json.result.content);
+      expect(ours.json.result.structuredContent, tool).toEqual(mine.json.result.structuredContent);
+    }
+  }, SLOW);
 });
