@@ -273,7 +273,10 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
   reserve(inputs, ctx, config, model, maxOut);
   const key = keyOf(ctx, profile);
 
-  const base: Record<string, unknown> = { model, messages: inputs.messages, max_tokens: maxOut };
+  // max_tokens is what every OpenAI-compatible server reads; OpenAI's newer models refuse it for max_completion_tokens,
+  // which their 400 names: the request is then sent again with that field (below), as many servers do not know it.
+  let limitField = "max_tokens";
+  const base: Record<string, unknown> = { model, messages: inputs.messages };
   if (inputs.temperature !== undefined) base.temperature = inputs.temperature;
   if (inputs.seed !== undefined) base.seed = inputs.seed;
   if (inputs.tools) base.tools = inputs.tools;
@@ -296,7 +299,7 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
   const modes: Array<StructuredMode | undefined> = schema ? modesFrom(profile.structured_output) : [undefined];
   for (let i = 0; i < modes.length; i++) {
     const mode = modes[i];
-    const body: Record<string, unknown> = { ...base };
+    const body: Record<string, unknown> = { ...base, [limitField]: maxOut };
     if (schema && mode === "json_schema") {
       const strict = strictSchema(schema);
       body.response_format = { type: "json_schema", json_schema: { name, schema: strict.schema, strict: strict.strict } };
@@ -311,6 +314,11 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
     const sent = await send(ctx, profile, body, key);
     if (!sent.ok) {
       const err = readErrorBody(sent.text);
+      if (sent.status === 400 && limitField === "max_tokens" && /max_completion_tokens/.test(`${err.param ?? ""} ${err.message ?? ""}`)) {
+        limitField = "max_completion_tokens";
+        i--;
+        continue;
+      }
       if (sent.status === 400 && mode !== undefined && i + 1 < modes.length && refusesMode(mode, err)) {
         ctx.log.info({ profile: profile.name, mode, next: modes[i + 1], upstream_message: err.message }, "the LLM endpoint refused this structured-output mode; falling back");
         continue;

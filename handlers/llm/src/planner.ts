@@ -362,23 +362,15 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
 
   // ---------------------------------------------------------------- approval of the whole plan
   if (inputs.require_approval) {
-    const steps = subtasks.map((s) => {
-      const c = chosen.get(s.id)!;
-      return { id: s.id, goal: s.goal, after: s.after, node_type: refName(c.node_type_ref), side_effect_class: (c.constraints?.gates?.side_effect_class as string | undefined) ?? "unknown" };
-    });
-    const sideEffects = [...new Set(steps.map((s) => s.side_effect_class))].sort();
-    try {
-      // Parked by the PDP until someone approves or rejects it; nothing else runs meanwhile.
-      await ctx.call(PLAN_APPROVAL, { goal, steps, side_effects: sideEffects } as unknown as JsonObject, { constraints: { gates: { require_approval: true } } });
-    } catch (err) {
-      if (ChildFailedError.is(err)) {
-        throw new HandlerError(err.error.code === "approval_rejected" ? "approval_rejected" : err.error.code, `the plan was not approved: ${err.error.message}`, {
-          retryable: false,
-          details: { node_run_id: err.node_run_id, error: err.error as unknown as JsonObject },
-        });
-      }
-      throw err;
-    }
+    // Parked by the PDP until someone approves or rejects it; nothing else runs meanwhile.
+    await approvePlan(
+      ctx,
+      goal,
+      subtasks.map((s) => {
+        const c = chosen.get(s.id)!;
+        return { id: s.id, goal: s.goal, after: s.after, node_type: refName(c.node_type_ref), side_effect_class: sideEffectOf(c) };
+      }),
+    );
   }
 
   // ---------------------------------------------------------------- map and run, wave by wave

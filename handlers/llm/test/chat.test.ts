@@ -109,6 +109,21 @@ describe("llm.chat", () => {
     expect(run.extensions["nodefabric.outputs"]).toMatchObject({ parsed: { city: "Rome", days: 2 }, structured_mode: "tool", finish_reason: "tool_calls" });
   });
 
+  it("sends max_completion_tokens instead when the model refuses max_tokens, as OpenAI's newer models do", async () => {
+    llm.script(
+      {
+        status: 400,
+        body: { error: { message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", type: "invalid_request_error", param: "max_tokens", code: "unsupported_parameter" } },
+      },
+      { content: "ok" },
+    );
+    const run: Json = await fabric.run(CHAT, { messages: USER, max_output_tokens: 50 });
+    expect(run.state).toBe("completed");
+    expect(llm.calls[0].body.max_tokens).toBe(50);
+    expect(llm.calls[1].body.max_completion_tokens).toBe(50);
+    expect(llm.calls[1].body.max_tokens).toBeUndefined();
+  });
+
   it("fails an answer that does not match the schema with llm_invalid_output and the validation errors", async () => {
     llm.script({ content: { city: "", days: 0 } });
     const run: Json = await fabric.run(CHAT, { messages: USER, response_schema: SCHEMA });
