@@ -6,7 +6,7 @@ import { mcpCall } from "./mcp-call.js";
 
 export { mcpCall, mcpToolHandler, configOf } from "./mcp-call.js";
 export { compileMcpConfig, MCP_EXTENSION, type McpConfig, type ProtocolMode } from "./mcp-config.js";
-export { callMcpTool, mapFailure, CLIENT_INFO } from "./tool-call.js";
+export { callMcpTool, forgetProtocolEras, mapFailure, CLIENT_INFO } from "./tool-call.js";
 export { StdioServerPool, childEnvironment, checkStdioServerConfig, operatorStdioServers, resetOperatorStdioServers, stdioServersFromEnvironment, STDIO_SERVERS_ENV, type StdioServerConfig } from "./stdio-servers.js";
 export { toolDefinitionHash, isRetrySafe, sideEffectClassOf, CONTENT_OUTPUT_SCHEMA, type McpTool } from "./tool-definition.js";
 export default mcpCall;

@@ -10,10 +10,27 @@
  * - the tool changed since the node type was made → `tool_definition_changed`, not retryable.
  */
 import { clientCredentialsToken, HandlerError, networkFailureOf, type AtomicContext, type HandlerEgress, type JsonObject } from "@nodefabric/sdk";
-import { Client, ProtocolError, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type VersionNegotiationMode } from "@modelcontextprotocol/client";
+import { createHash } from "node:crypto";
+import { Client, ProtocolError, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type PriorDiscovery, type VersionNegotiationMode } from "@modelcontextprotocol/client";
 import type { McpConfig, ProtocolMode } from "./mcp-config.js";
 import { operatorStdioServers, type StdioServerPool } from "./stdio-servers.js";
 import { toolDefinitionHash, type McpTool } from "./tool-definition.js";
+
+/** How long a server's protocol era is remembered. */
+const ERA_TTL_MS = 5 * 60_000;
+const MAX_KNOWN_ERAS = 1_000;
+const knownEras = new Map<string, { verdict: PriorDiscovery; until: number }>();
+
+/** The key of a server's era: its URL and the credentials sent (a verdict is reused only within one authorization). */
+function eraKey(url: URL, headers: Record<string, string>): string {
+  const digest = createHash("sha256").update(JSON.stringify(Object.entries(headers).sort())).digest("base64url");
+  return `${url.href} ${digest}`;
+}
+
+/** Forgets the protocol eras of servers (tests). */
+export function forgetProtocolEras(): void {
+  knownEras.clear();
+}
 
 /** What this client says it is. */
 export const CLIENT_INFO = { name: "nodefabric-mcp-call", version: "0.1.0" } as const;
@@ -162,11 +179,23 @@ async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Conne
   // the server's origin (the SDK's default), and only the headers of the node type's configuration are sent: never
   // the caller's own token, which the executor does not even hold.
   const transport = new StreamableHTTPClientTransport(url, { fetch: egress.fetch, requestInit: { headers } });
+  // The era a server answered with is remembered for a while (per URL and credentials), so later calls skip the
+  // probe: a 2026-07-28 server's discover result is adopted as is, a 2025 server gets its handshake at once.
+  const key = config.protocol === "auto" ? eraKey(url, headers) : undefined;
+  const prior = key ? knownEras.get(key) : undefined;
+  const fresh = prior && prior.until > Date.now() ? prior.verdict : undefined;
   try {
-    await client.connect(transport, { timeout: remainingMs(ctx), signal: ctx.signal });
+    await client.connect(transport, { timeout: remainingMs(ctx), signal: ctx.signal, ...(fresh ? { prior: fresh } : {}) });
   } catch (err) {
     await client.close().catch(() => undefined);
+    if (key) knownEras.delete(key);
     throw mapFailure(err, "connect", config, ctx);
+  }
+  if (key && !fresh) {
+    const discover = client.getDiscoverResult();
+    const verdict: PriorDiscovery = client.getProtocolEra() === "modern" && discover ? { kind: "modern", discover } : { kind: "legacy" };
+    knownEras.set(key, { verdict, until: Date.now() + ERA_TTL_MS });
+    if (knownEras.size > MAX_KNOWN_ERAS) knownEras.delete(knownEras.keys().next().value!);
   }
   return {
     client,

@@ -8,7 +8,7 @@ import { fromJsonSchema, type McpServer } from "@modelcontextprotocol/server";
 import { existsSync } from "node:fs";
 import { defineAtomic } from "@nodefabric/sdk";
 import { runHandler } from "@nodefabric/sdk/testing";
-import { mcpToolHandler, toolDefinitionHash } from "../src/index.js";
+import { forgetProtocolEras, mcpToolHandler, toolDefinitionHash } from "../src/index.js";
 import { errorOf, mcpBacked, openFabric, outputsOf, startMcpServer, type McpTestServer, type TestFabric } from "./mcp-fixtures.js";
 
 const ADD_TOOL = {
@@ -83,6 +83,7 @@ describe("mcp.call over Streamable HTTP", () => {
   it("negotiates the protocol: auto speaks 2026-07-28 to a server that offers it, legacy the 2025 handshake, with the same result", async () => {
     await f.publish(mcpBacked("t.echo-auto", { url: server.url, tool: "echo", protocol: "auto" }));
     await f.publish(mcpBacked("t.echo-legacy", { url: server.url, tool: "echo", protocol: "legacy" }));
+    forgetProtocolEras();
     const before = server.methods.length;
     const modern = await f.run("t.echo-auto", { text: "a" });
     const modernMethods = server.methods.slice(before);
@@ -94,6 +95,11 @@ describe("mcp.call over Streamable HTTP", () => {
     expect(modernMethods).not.toContain("initialize");
     expect(legacyMethods).toContain("initialize");
     expect(legacyMethods).not.toContain("server/discover");
+
+    // The era is remembered: the next call adopts the discover result and sends the tool call at once.
+    const again = server.methods.length;
+    expect(outputsOf(await f.run("t.echo-auto", { text: "a" }))).toEqual(outputsOf(modern));
+    expect(server.methods.slice(again)).toEqual(["tools/call"]);
   });
 
   it("fails with tool_error, not retried, when the tool reports isError", async () => {
