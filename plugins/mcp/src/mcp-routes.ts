@@ -67,6 +67,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       const { runTasks } = await import("./tasks.js");
       const { selectionSearch } = await import("./search.js");
       const { Catalogue } = await import("./catalogue.js");
+      const { PolicyFilter } = await import("./policy-filter.js");
       const bus = new sdk.InMemoryServerEventBus();
       let handler: Sdk.McpHttpHandler | undefined;
       const catalogue = new Catalogue({
@@ -94,6 +95,9 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
         tasks: undefined as never,
         search: undefined as never,
       };
+      if (settings.policyFilter) {
+        deps.policy = new PolicyFilter({ pdpUrl: () => fabric.serviceUrl("pdp"), token: async () => fabric.serviceToken?.("pdp"), ttlMs: Math.max(settings.refreshMs, 10_000) });
+      }
       deps.tasks = runTasks(deps);
       deps.search = selectionSearch(deps, fabric);
       handler = sdk.createMcpHandler(serverFactory(deps), {

@@ -7,6 +7,7 @@
 import type * as Sdk from "@modelcontextprotocol/server";
 import type { NodeType, Run, RunStartRequest } from "@nodefabric/schemas";
 import type { Catalogue } from "./catalogue.js";
+import type { PolicyFilter } from "./policy-filter.js";
 import { TERMINAL, type CallerHeaders, type GatewayCalls } from "./gateway-calls.js";
 import { CALLER_LABEL, TOOL_LABEL, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
 import { taskHandlers, type TaskSupport } from "./tasks.js";
@@ -47,6 +48,8 @@ export interface ServerDeps {
   inflight: Map<string, AbortController>;
   tasks: TaskSupport;
   search: SearchSupport;
+  /** Leaves out of tools/list what the PDP would not let the caller start (none: not asked). */
+  policy?: PolicyFilter;
 }
 
 const INSTRUCTIONS =
@@ -86,7 +89,8 @@ function decodeCursor(sdk: typeof Sdk, s: string): Cursor {
 /** The node types this caller may run, in node_type_id order. */
 export async function toolsFor(deps: ServerDeps, caller: CallerInfo): Promise<NodeType[]> {
   if (!caller.mayRun) return [];
-  return deps.catalogue.list();
+  const types = await deps.catalogue.list();
+  return deps.policy ? deps.policy.filter(caller, types) : types;
 }
 
 export function callToolError(message: string): ToolResult {

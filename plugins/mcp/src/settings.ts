@@ -27,6 +27,8 @@ export interface McpSettings {
   waitSeconds: number;
   /** On 2026-07-28 with the tasks extension, how long a call may run before it becomes a task (s, default 1). FABRIC_MCP_TASK_AFTER_S. */
   taskAfterSeconds: number;
+  /** Ask the PDP which node types each caller may start, and list only those (default true). FABRIC_MCP_POLICY_FILTER=off. */
+  policyFilter: boolean;
   /** Least time between two progress notifications of one call (ms, default 100). FABRIC_MCP_PROGRESS_INTERVAL_MS. */
   progressIntervalMs: number;
 }
@@ -70,6 +72,7 @@ export function mcpSettings(options: Partial<McpSettings> = {}, env: NodeJS.Proc
     authorizationServers: options.authorizationServers ?? list(env.FABRIC_MCP_AUTHORIZATION_SERVERS) ?? [],
     waitSeconds: Math.min(60, options.waitSeconds ?? 60),
     taskAfterSeconds: options.taskAfterSeconds ?? int(env.FABRIC_MCP_TASK_AFTER_S, "FABRIC_MCP_TASK_AFTER_S", 0, 60) ?? 1,
+    policyFilter: options.policyFilter ?? !/^(off|false|0|no)$/i.test(env.FABRIC_MCP_POLICY_FILTER ?? ""),
     progressIntervalMs: options.progressIntervalMs ?? int(env.FABRIC_MCP_PROGRESS_INTERVAL_MS, "FABRIC_MCP_PROGRESS_INTERVAL_MS", 0, 60_000) ?? 100,
   };
 }

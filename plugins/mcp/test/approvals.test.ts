@@ -14,6 +14,9 @@ const POLICY = `
 @id("allow-the-rest")
 permit(principal, action, resource);
 
+@id("no-upstream")
+forbid(principal, action == NodeFabric::Action::"run.start", resource == NodeFabric::NodeType::"demo.upstream");
+
 @id("approve-sleep-execute")
 @require_approval("true")
 permit(principal, action == NodeFabric::Action::"node.run.execute", resource == NodeFabric::NodeType::"demo.sleep");
@@ -36,6 +39,20 @@ async function approvalOf(runId: string): Promise<string> {
   }
   throw new Error(`no approval appeared for ${runId}`);
 }
+
+describe("the PDP", () => {
+  it("leaves out of tools/list what it would not let the caller start, and still decides each call", async () => {
+    const c = await connect(f.mcpUrl, "2026-07-28");
+    const names = (await c.listTools()).tools.map((t) => t.name);
+    expect(names).toContain("demo.echo");
+    expect(names).toContain("demo.sleep");
+    expect(names).not.toContain("demo.upstream");
+    const refused = await c.callTool({ name: "demo.upstream", arguments: { url: "http://127.0.0.1:9/" } });
+    expect(refused.isError).toBe(true);
+    expect((refused.content as { text: string }[])[0]!.text).toMatch(/^policy_denied: /);
+    await c.close();
+  });
+});
 
 describe("approvals during a task", () => {
   it("2025-11-25: input_required naming the approval, then completed once approved", async () => {
