@@ -111,7 +111,7 @@ function brain(overrides: Partial<Record<string, (body: ChatRequestBody, first: 
 
 let fabric: FabricFixture;
 let llm: LlmStandIn;
-let respond: (body: ChatRequestBody) => StandInStep | undefined = brain();
+let respond: (body: ChatRequestBody) => StandInStep | undefined | Promise<StandInStep | undefined> = brain();
 let dir: string;
 const saved = { ...process.env };
 
@@ -361,6 +361,37 @@ describe("llm.planner", () => {
     expect(rootError(outside)).toMatchObject({ code: "planner_invalid_output" });
     expect(started["test.pay"]).toBeUndefined();
   });
+
+  it("a model that answers arbitrary schema-valid values (json-schema-faker, seeded) never hangs or crashes the planner", async () => {
+    const { generate } = await import("json-schema-faker");
+    const DOCUMENTED = new Set(["planner_invalid_output", "planner_bound_exceeded", "no_candidate", "planner_aborted", "approval_rejected"]);
+    for (let seed = 1; seed <= 10; seed++) {
+      let n = 0;
+      // Odd seeds: every answer arbitrary. Even seeds: arbitrary too, but with the plan's ids and references (and the
+      // evaluation's subtask ids) made consistent, so the run gets past planning into choosing, mapping and recovery.
+      respond = async (body) => {
+        const schema = body.response_format?.json_schema?.schema;
+        if (!schema) return undefined;
+        const value = (await generate(schema as never, { seed: seed * 1000 + n++ })) as Json;
+        const name = body.response_format?.json_schema?.name;
+        if (seed % 2 === 0 && name === "plan" && Array.isArray(value.subtasks)) {
+          value.subtasks = value.subtasks.map((st: Json, i: number) => ({ ...st, id: `s${i}`, after: (st.after ?? []).slice(0, i).map((_: unknown, k: number) => `s${k}`) }));
+        }
+        if (seed % 2 === 0 && name === "evaluate" && Array.isArray(value.recovery)) {
+          const ids: string[] = (JSON.parse(String(body.messages?.find((m) => m.role === "user")?.content ?? "{}")).subtasks ?? []).map((x: Json) => x.id);
+          value.recovery = ids.length ? value.recovery.map((r: Json, i: number) => ({ ...r, subtask_id: ids[i % ids.length] })) : [];
+        }
+        return { content: value };
+      };
+      llm.calls.length = 0;
+      const t0 = Date.now();
+      const run = await startRun({ goal: `anything ${seed}`, allowed_node_type_ids: TOOLS, max_steps: 3, repair_max: 1, max_replans: 1 });
+      expect(["completed", "failed"]).toContain(run.state);
+      if (run.state === "failed") expect(DOCUMENTED, JSON.stringify(rootError(run))).toContain(rootError(run).code);
+      expect(llm.calls.length).toBeLessThanOrEqual(30);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    }
+  }, 60_000);
 
   it("a model that answers schema-valid nonsense ends the run with a documented code, within bounds", async () => {
     respond = () => undefined; // the stand-in builds schema-valid answers

@@ -69,8 +69,11 @@ export interface LlmStandInOptions {
   fixtures?: StandInFixture[];
   /** Refuse `response_format: json_schema` with a 400, as servers without structured output do. */
   noJsonSchema?: boolean;
-  /** Answer with a function of the request instead (return undefined to fall through to steps and fixtures). */
-  respond?: (body: ChatRequestBody) => StandInStep | undefined;
+  /**
+   * Answer with a function of the request instead (return undefined to fall through to steps and fixtures). The
+   * server awaits a promise; `scriptedCompletion` takes only a synchronous answer.
+   */
+  respond?: (body: ChatRequestBody) => StandInStep | undefined | Promise<StandInStep | undefined>;
   /** The API key a request must carry as `Authorization: Bearer …` (unset: any or none). */
   apiKey?: string;
   /** The model name answers carry when the request names none (default "scripted-model"). */
@@ -236,7 +239,8 @@ export function scriptedCompletion(body: ChatRequestBody, options: Pick<LlmStand
   const model = options.model ?? "scripted-model";
   if (options.noJsonSchema && body.response_format?.type === "json_schema") return answerStep(body, { fail: "no_json_schema" }, model);
   const fromFn = options.respond?.(body);
-  if (fromFn) return answerStep(body, fromFn, model);
+  if (fromFn && typeof (fromFn as Promise<unknown>).then === "function") throw new TypeError("scriptedCompletion: respond must answer synchronously here");
+  if (fromFn) return answerStep(body, fromFn as StandInStep, model);
   const step = options.steps?.shift();
   if (step) return answerStep(body, step, model);
   const wanted = schemaOf(body);
@@ -293,7 +297,10 @@ export async function startLlmStandIn(options: LlmStandInOptions = {}): Promise<
       call.status = 401;
       return send(401, openAiError("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"));
     }
-    const answer = scriptedCompletion(body, { ...options, steps });
+    // The function is asked once per request (it may keep state), and may answer later.
+    const refused = options.noJsonSchema && body.response_format?.type === "json_schema";
+    const own = refused ? undefined : await options.respond?.(body);
+    const answer = scriptedCompletion(body, { ...options, respond: own ? () => own : undefined, steps });
     if (answer.hang) {
       hanging.add(res);
       return;
