@@ -221,6 +221,60 @@ describe("mcp.call when the server is away, or not allowed", () => {
     }
   }, 30_000);
 
+  it("retries a failed call that may have reached the tool only when the tool is read-only or idempotent", async () => {
+    // The server takes the tool call and fails it with a 502 (2026-07-28 names the method in a header).
+    const server = await startMcpServer(registerTools, {
+      route: (req, res) => {
+        if (req.headers["mcp-method"] !== "tools/call") return false;
+        res.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
+        return true;
+      },
+    });
+    const f = await openFabric();
+    try {
+      const ext = (id: string, retrySafe: boolean) => ({
+        "nodefabric.implementation": { node_type_id: "mcp.call", version: "1.0.0" },
+        "nodefabric.mcp": { url: server.url, tool: "echo", retry_safe: retrySafe },
+        "nodefabric.retry": { max_attempts: 3, initial_interval_ms: 10 },
+      });
+      await f.publish(mcpBacked("t.502-safe", {}, { extensions: ext("t.502-safe", true) }));
+      await f.publish(mcpBacked("t.502-unsafe", {}, { extensions: ext("t.502-unsafe", false) }));
+      const calls = () => server.seen.filter((h) => h["mcp-method"] === "tools/call").length;
+
+      const safe = await f.run("t.502-safe", { text: "x" });
+      expect(safe.state).toBe("failed");
+      expect(errorOf(safe)).toMatchObject({ code: "upstream_unavailable", retryable: true, details: { status: 502 } });
+      expect(calls()).toBe(3);
+
+      const unsafe = await f.run("t.502-unsafe", { text: "x" });
+      expect(unsafe.state).toBe("failed");
+      expect(errorOf(unsafe)).toMatchObject({ code: "upstream_unavailable", retryable: false, details: { status: 502 } });
+      expect(calls()).toBe(4);
+    } finally {
+      await f.close();
+      await server.close();
+    }
+  }, 30_000);
+
+  it("fails with upstream_protocol_error when the server answers something that is not MCP", async () => {
+    const garbage = await startMcpServer(registerTools, {
+      route: (_req, res) => {
+        res.writeHead(200, { "content-type": "text/html" }).end("<html>hello</html>");
+        return true;
+      },
+    });
+    const f = await openFabric();
+    try {
+      await f.publish(mcpBacked("t.garbage", { url: garbage.url, tool: "echo", protocol: "legacy" }));
+      const run = await f.run("t.garbage", { text: "x" });
+      expect(run.state).toBe("failed");
+      expect(errorOf(run)).toMatchObject({ code: "upstream_protocol_error", retryable: false });
+    } finally {
+      await f.close();
+      await garbage.close();
+    }
+  }, 30_000);
+
   it("refuses a loopback server unless the operator's egress policy allows it", async () => {
     const server = await startMcpServer(registerTools);
     const f = await openFabric({ flags: { executor: { egress: {} } } });
