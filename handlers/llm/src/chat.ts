@@ -90,6 +90,17 @@ export function defaultProfileName(): string {
   }
 }
 
+/** The host (and port) a profile's calls go to, as configured where this runs; undefined when unknown. */
+export function endpointHostOf(profile: string): string | undefined {
+  try {
+    const p = configNow().profiles.get(profile);
+    if (!p) return undefined;
+    return p.scripted ? "scripted" : new URL(p.base_url).host;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Forgets the cached configuration (tests that change the environment between fabrics). */
 export function resetLlmConfig(): void {
   cached = undefined;

@@ -18,7 +18,7 @@
  * never cut short.
  */
 import { ChildFailedError, defineAtomic, defineComposite, HandlerError, type CandidateSet, type CompositeContext, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/sdk";
-import { defaultProfileName, estimatePromptTokens, LLM_MAX_TOKENS_EXTENSION, type ChatMessage, type ChatOutputs } from "./chat.js";
+import { defaultProfileName, endpointHostOf, estimatePromptTokens, LLM_MAX_TOKENS_EXTENSION, type ChatMessage, type ChatOutputs } from "./chat.js";
 import { describeErrors, validatorOf } from "./structured.js";
 
 type Candidate = CandidateSet["candidates"][number];
@@ -215,6 +215,8 @@ class Planner {
         "nodefabric.llm.reserved_tokens": String(estimatePromptTokens({ messages: conversation, response_schema: schema }) + this.maxOut),
       };
       if (this.inputs.model) labels["nodefabric.llm.model"] = this.inputs.model;
+      const host = endpointHostOf(labels["nodefabric.llm.profile"]);
+      if (host) labels["nodefabric.llm.endpoint"] = host;
       const child = this.ctx.spawn(CHAT, inputs, { metadata: { labels } });
       const record: { purpose: string; node_run_id: string; usage?: JsonValue; cost?: number } = { purpose, node_run_id: "" };
       this.modelCalls.push(record);

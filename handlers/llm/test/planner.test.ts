@@ -524,6 +524,12 @@ describe("llm.planner under a policy", () => {
     const chat = nrs.find((n) => n.node_type_ref.node_type_id === "llm.chat");
     const decided = events.find((e) => e.type === "policy_decided" && e.node_run_id === chat.node_run_id);
     expect(decided.data).toMatchObject({ action: "node.run.create", decision: "deny", reason_code: "denied_by:no-expensive-model" });
+    expect(chat.extensions["nodefabric.metadata"].labels).toMatchObject({
+      "nodefabric.llm.purpose": "plan",
+      "nodefabric.llm.profile": "expensive",
+      "nodefabric.llm.endpoint": new URL(llm.url).host,
+      "nodefabric.llm.reserved_tokens": expect.stringMatching(/^\d+$/),
+    });
   });
 
   it("ask_user waits for a person; approving accepts the failure and the run completes", async () => {
