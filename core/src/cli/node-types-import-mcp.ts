@@ -11,6 +11,7 @@ import type { NodeType } from "@nodefabric/schemas";
 import { RegistryClient } from "../clients/registry-client.js";
 import { FabricError } from "../http/errors.js";
 import { loadMcpImporter, McpImporterMissingError, type McpImportResult } from "../importers/index.js";
+import { sampleFor, type SchemaObject } from "../openapi/index.js";
 import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
 
@@ -161,6 +162,8 @@ function summary(result: McpImportResult, nodeTypes: NodeType[], options: McpImp
     lines.push(`  FABRIC_MCP_SERVERS=<file> with { "servers": { "${mcp.server}": { "command": …, "args": […] } } }   (see docs/mcp-import.md)`);
   }
   const first = nodeTypes.find((t) => (t.constraints as { gates?: { side_effect_class?: string } } | undefined)?.gates?.side_effect_class === "read") ?? nodeTypes[0]!;
-  lines.push("", "Try it:", `  npx fabric run ${first.node_type_id}@${first.version} --input '{…}'`, "");
+  const sample = sampleFor((first.input_schema ?? { type: "object" }) as SchemaObject, { prefer: "minimal" });
+  const input = "value" in sample ? JSON.stringify(sample.value).replace(/'/g, "'\\''") : "{…}";
+  lines.push("", "Try it:", `  npx fabric run ${first.node_type_id}@${first.version} --input '${input}'`, "");
   return lines.join("\n");
 }

@@ -164,6 +164,9 @@ describe("server-everything (the reference server from npm) imported and run thr
     const code = await nodeTypesImportMcp(f.registry, { fromMcp: everything.url, prefix: "ev" }, { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } });
     expect(code, stderr).toBe(0);
     expect(stdout).toMatch(/published \d+ node types of the MCP server mcp-servers\/everything/);
+    // The run to try first is a read-only tool, with sample inputs that fit its schema.
+    expect(stdout).toMatch(/Try it:\n  npx fabric run ev\.[a-z-]+@1\.0\.0 --input '\{.*\}'/);
+    expect(stdout).not.toContain("{…}");
     const { tools } = await direct.listTools();
     expect(tools.length).toBeGreaterThan(5);
     for (const tool of tools) {
