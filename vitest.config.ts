@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from "vitest/config";
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
@@ -10,8 +11,9 @@ const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
  *   fabric's lazy parts compiled once per worker, not once per file.
  * - `unit-isolated` (`npm test` too): the files that change what the whole process shares (undici's global dispatcher,
  *   nock, OpenTelemetry's globals, process.env, the working folder, module mocks), each in a fresh module graph.
- * - `e2e` (`npm run test:e2e`): what installs from a registry, runs `npm install`, drives a browser or a third-party
- *   tool on a fetched Node: test/e2e/**.
+ * - `e2e` (`npm run test:e2e`): what installs from a registry, runs `npm install`, drives a browser, builds another
+ *   checkout, or runs a third-party tool on a fetched Node: test/e2e/**. (test/cli/** runs the built `fabric` command
+ *   as a user does, in processes, with nothing to install: it is in `unit`.)
  * - `runtime`: the files whose behaviour depends on the Node version (SQLite drivers, packaging, installs) and one
  *   end-to-end run of each service; .ci/run runs them on the second Node version (see .ci/run).
  */
@@ -36,7 +38,6 @@ export const ISOLATED = [
   "plugins/telemetry/test/**/*.test.ts",
   "sdk/test/**/*.test.ts",
   "templates/*/test/**/*.test.ts",
-  "test/bench-tools.test.ts",
 ];
 
 /** Depends on the Node version: run on the second Node in CI too. */
@@ -49,8 +50,8 @@ export const RUNTIME = [
   "test/package-contents.test.ts",
   "sdk/test/light.test.ts",
   "test/e2e/sqlite-driver-choice.test.ts",
-  "test/e2e/fabric-split.test.ts",
-  "test/e2e/fabric-dev.test.ts",
+  "test/cli/fabric-split.test.ts",
+  "test/cli/fabric-dev.test.ts",
 ];
 
 export default defineConfig({
@@ -64,12 +65,17 @@ export default defineConfig({
       { find: /^@nodefabric\/core\/testing$/, replacement: here("./core/src/testing/index.ts") },
       { find: /^@nodefabric\/core\/openapi$/, replacement: here("./core/src/openapi/index.ts") },
       { find: /^@nodefabric\/core$/, replacement: here("./core/src/index.ts") },
+      { find: /^@nodefabric\/handler-mcp\/importer$/, replacement: here("./handlers/mcp/src/importer.ts") },
     ],
   },
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",
+    // Most files wait on sockets, timers and child processes more than they compute: one worker per core, and at
+    // least three, keeps the cores busy (vitest's default, one less than the cores, runs a 2-core machine's files one
+    // at a time). docs/testing.md has the measurements.
+    maxWorkers: Math.max(3, availableParallelism()),
     setupFiles: [here("./test/support/setup-ledger.ts")],
     projects: [
       { extends: true, test: { name: "unit", include: UNIT, exclude: [...configDefaults.exclude, ...E2E, ...ISOLATED], isolate: false } },

@@ -1,7 +1,7 @@
 /**
  * The pure parts of `npm run release` (scripts/release.mjs): which packages this repository publishes, whether their
  * versions agree, in which order they go to the registry, and how the command line reads. Nothing here runs npm, so
- * test/release.test.ts checks it directly.
+ * test/e2e/release.test.ts checks it directly.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";

@@ -7,7 +7,7 @@
  *
  *   npm run build && node test/bench/atomic-set-scale.mjs [--count 1000] [--executions 300] [--json]
  *
- * Targets: healthy in under 5 s, under 300 MB RSS. `--json` prints one JSON object (test/e2e/atomic-set-scale.test.ts
+ * Targets: healthy in under 5 s, under 300 MB RSS. `--json` prints one JSON object (test/cli/atomic-set-scale.test.ts
  * reads it).
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";

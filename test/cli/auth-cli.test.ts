@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from "jose";
-import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));

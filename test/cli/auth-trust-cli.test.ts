@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createLocalJWKSet, decodeJwt, jwtVerify, type JSONWebKeySet } from "jose";
-import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 // Issue 10 from the command line: `fabric token mint` keeps service-only scopes for an explicit flag, and a running

@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { FastifyInstance } from "fastify";
 import { buildRunCoordinator, loadConfig, startFabric, type RunningFabric } from "@nodefabric/core";
-import { CLI, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { CLI, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually, readNdjson } from "../run-client.js";
 
 // Composite replay: the composite executor runs as its own process (`fabric start composite-executor`) and is killed

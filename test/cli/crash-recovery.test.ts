@@ -3,7 +3,7 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually, readNdjson } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));

@@ -8,9 +8,9 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually, followNdjson, readNdjson } from "../run-client.js";
-import { dropSchemas, newSchema, storeUrl } from "./pg-fabric.js";
+import { dropSchemas, newSchema, storeUrl } from "../e2e/pg-fabric.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const SLEEP = { node_type_id: "demo.sleep", version: "1.0.0" };

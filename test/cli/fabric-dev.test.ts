@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { validatorFor } from "@nodefabric/schemas";
-import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));

@@ -12,7 +12,7 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { context, ROOT_CONTEXT, trace, TraceFlags } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { CLI, freePortBase, runFabric } from "./fabric-cli.js";
+import { CLI, freePortBase, runFabric } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 import { createService } from "../../core/src/http/service.js";
 import { serviceLoggerOptions } from "../../core/src/observe/service-logger.js";

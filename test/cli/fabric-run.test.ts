@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { request } from "undici";
 import { validatorFor, type Run, type RunEvent } from "@nodefabric/schemas";
-import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 

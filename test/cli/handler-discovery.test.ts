@@ -4,7 +4,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 const fixtures = fileURLToPath(new URL("../../core/test/fixtures/handler-packages/", import.meta.url));

@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));

@@ -3,7 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 // docs/plugins.md: a plugin package named with --plugin adds a gateway route, a `fabric` subcommand and the run store

@@ -12,7 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { call, eventually, followNdjson, readNdjson } from "../run-client.js";
-import { dropSchemas, executionLog, executionsIn, newSchema, pgQuery, startService, storeUrl, type ServiceProcess } from "./pg-fabric.js";
+import { dropSchemas, executionLog, executionsIn, newSchema, pgQuery, startService, storeUrl, type ServiceProcess } from "../e2e/pg-fabric.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const handlers = path.join(repo, "test/fixtures/scale-handlers");

@@ -10,7 +10,7 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { freePortBase, runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
 

@@ -8,7 +8,7 @@ import fs from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
-const repo = fileURLToPath(new URL("..", import.meta.url));
+const repo = fileURLToPath(new URL("../..", import.meta.url));
 const node = (args: string[]) => execFileSync(process.execPath, args, { cwd: repo, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 << 20 });
 
 describe("the bench's tools", () => {

@@ -4,7 +4,7 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
-import { buildNodeRegistry } from "../src/services/node-registry/index.js";
+import { buildNodeRegistry } from "../../core/src/services/node-registry/index.js";
 
 // The docs page in a real browser (Debian's chromium, as the console's tests use): it renders the registry's
 // operations from assets the service serves itself, under its Content-Security-Policy. The policy allows nothing from

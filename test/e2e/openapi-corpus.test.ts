@@ -9,10 +9,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOpenApi } from "@nodefabric/core/openapi";
-import { renderPackage, type RenderedPackage } from "../templates/create-fabric-handler/src/scaffold.js";
-import { linkGeneratedPackages, type LinkedPackages } from "../templates/create-fabric-handler/test/generated-package-runner.js";
+import { renderPackage, type RenderedPackage } from "../../templates/create-fabric-handler/src/scaffold.js";
+import { linkGeneratedPackages, type LinkedPackages } from "../../templates/create-fabric-handler/test/generated-package-runner.js";
 
-const fixtures = fileURLToPath(new URL("./fixtures/openapi/", import.meta.url));
+const fixtures = fileURLToPath(new URL("../fixtures/openapi/", import.meta.url));
 const corpus = JSON.parse(readFileSync(path.join(fixtures, "corpus.json"), "utf8")) as Array<{ file: string; name: string; operations: number }>;
 
 interface Made {

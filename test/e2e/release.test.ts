@@ -19,10 +19,10 @@ import {
   readWorkspacePackages,
   workspaceDirs,
   type WorkspacePackage,
-} from "../scripts/release-lib.mjs";
-import { startLocalRegistry, type LocalRegistry } from "./e2e/local-registry.mjs";
+} from "../../scripts/release-lib.mjs";
+import { startLocalRegistry, type LocalRegistry } from "./local-registry.mjs";
 
-const repo = fileURLToPath(new URL("..", import.meta.url));
+const repo = fileURLToPath(new URL("../..", import.meta.url));
 
 /** A workspace package as the release reads it, made up for a test. */
 function pkg(name: string, version: string, manifest: Record<string, unknown> = {}, dir = name.replace(/^@[^/]+\//, "")): WorkspacePackage {

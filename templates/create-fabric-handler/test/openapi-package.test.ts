@@ -1,7 +1,7 @@
 /**
  * Packages made from OpenAPI documents: the files, the README's accounting of every operation, the replayed exchanges,
  * and that the package passes its own tests and typecheck as generated. The mapping rules themselves are tested in
- * core (core/test/openapi-map.test.ts); the corpus of real documents in test/openapi-corpus.test.ts.
+ * core (core/test/openapi-map.test.ts); the corpus of real documents in test/e2e/openapi-corpus.test.ts.
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
