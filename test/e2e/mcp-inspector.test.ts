@@ -257,6 +257,40 @@ describe("round trip: server-everything imported with `fabric node-types import 
     }
   }, SLOW);
 
+  it("the imported node types equal the inspector's tools/list of the server, schema for schema, and runs give what its tools/call gives", async () => {
+    const mine = await direct(["--method", "tools/list"]);
+    const registry = f.fabric.urls["node-registry"];
+    const types = (await call("GET", `${registry}/v1/node-types?q=everything.&limit=1000`)).body as any[];
+    expect(types.length).toBeGreaterThan(5);
+    for (const t of types) {
+      const name = t.node_type_id.slice("everything.".length);
+      const upstream = mine.json.result.tools.find((x: any) => x.name === name);
+      expect(upstream, name).toBeDefined();
+      expect(t.description, name).toBe(upstream.description);
+      const { $schema, ...rest } = upstream.inputSchema;
+      expect(t.input_schema, name).toEqual(rest);
+      if (upstream.outputSchema) {
+        const { $schema: _s, ...out } = upstream.outputSchema;
+        expect(t.output_schema, name).toEqual(out);
+      }
+    }
+    // A run of an imported tool gives what the inspector's tools/call gives: the content blocks, or the structured content.
+    const cases = [
+      ["echo", { message: "via the Run API" }],
+      ["get-sum", { a: 20, b: 22 }],
+      ["get-structured-content", { location: "New York" }],
+    ] as const;
+    for (const [tool, input] of cases) {
+      const mineCall = await direct(["--method", "tools/call", "--tool-name", tool, "--tool-args-json", JSON.stringify(input)]);
+      const run = await call("POST", `${f.gateway}/v1/runs`, { root_node_type_ref: { node_type_id: `everything.${tool}`, version: "1.0.0" }, input }, { prefer: "wait=20" });
+      expect(run.body.state, `${tool}: ${JSON.stringify(run.body)}`).toBe("completed");
+      const outputs = run.body.extensions["nodefabric.outputs"];
+      const expected = mineCall.json.result;
+      if (expected.structuredContent) expect(outputs, tool).toEqual(expected.structuredContent);
+      else expect(outputs.content, tool).toEqual(expected.content);
+    }
+  }, SLOW);
+
   it("a tool with structured content: the call through the fabric answers what the server answers", async () => {
     const args = ["--method", "tools/call", "--tool-args-json", JSON.stringify({ location: "Chicago" })];
     const mine = await direct([...args, "--tool-name", "get-structured-content"]);
