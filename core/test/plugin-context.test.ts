@@ -28,6 +28,8 @@ const reporter = definePlugin({
           gateway: opts.fabric.serviceUrl("run-gateway"),
           registry: opts.fabric.serviceUrl("node-registry"),
           auth: opts.fabric.auth,
+          // A token of the service's own for another service: none with authentication disabled.
+          token: (await opts.fabric.serviceToken?.("run-coordinator")) ?? null,
         }));
       },
     },
@@ -49,7 +51,7 @@ describe("a service plugin's options.fabric", () => {
     fabric = await startFabric(config, ["node-registry", "run-coordinator", "run-gateway"], { plugins: [loaded] });
     const r = await call("GET", `${fabric.urls["node-registry"]}/told`);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ own: "kept", service: "node-registry", gateway: fabric.urls["run-gateway"], registry: fabric.urls["node-registry"], auth: { mode: "disabled" } });
+    expect(r.body).toEqual({ own: "kept", service: "node-registry", gateway: fabric.urls["run-gateway"], registry: fabric.urls["node-registry"], auth: { mode: "disabled" }, token: null });
   });
 });
 
