@@ -109,6 +109,18 @@ describe("llm.chat", () => {
     expect(run.extensions["nodefabric.outputs"]).toMatchObject({ parsed: { city: "Rome", days: 2 }, structured_mode: "tool", finish_reason: "tool_calls" });
   });
 
+  it("passes tools through and returns the model's tool calls; an invalid response_schema is refused before any call", async () => {
+    const tools = [{ type: "function", function: { name: "get_weather", description: "Weather for a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+    llm.script({ tool_calls: [{ name: "get_weather", arguments: { city: "Oslo" } }] });
+    const run: Json = await fabric.run(CHAT, { messages: USER, tools });
+    expect(llm.calls[0].body.tools).toEqual(tools);
+    expect(run.extensions["nodefabric.outputs"]).toMatchObject({ content: null, finish_reason: "tool_calls", tool_calls: [{ id: "call_0", name: "get_weather", arguments: '{"city":"Oslo"}' }] });
+
+    const bad: Json = await fabric.run(CHAT, { messages: USER, response_schema: { type: "object", properties: { a: { type: "no-such-type" } } } });
+    expect(await errorOf(bad.run_id)).toMatchObject({ code: "invalid_inputs", details: { field: "response_schema" } });
+    expect(llm.calls).toHaveLength(1);
+  });
+
   it("sends max_completion_tokens instead when the model refuses max_tokens, as OpenAI's newer models do", async () => {
     llm.script(
       {
