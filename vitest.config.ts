@@ -35,6 +35,9 @@ export const ISOLATED = [
   "core/test/testing-fabric-fixture.test.ts",
   "core/test/testing-run-handler.test.ts",
   "handlers/http/test/openapi-mode.test.ts",
+  // They set FABRIC_MCP_SERVERS and start the operator's stdio servers, a pool the module keeps.
+  "handlers/mcp/test/mcp-stdio.test.ts",
+  "handlers/mcp/test/mcp-reference-servers.test.ts",
   "plugins/telemetry/test/**/*.test.ts",
   "sdk/test/**/*.test.ts",
   "templates/*/test/**/*.test.ts",
