@@ -153,7 +153,7 @@ describe("the conformance suite's client leg: import --from-mcp and mcp.call run
           na.set(scope.reason, [...(na.get(scope.reason) ?? []), scenario]);
           continue;
         }
-        const run = await runConformanceClient(`node ${probe}`, ["--scenario", scenario, "--spec-version", rev], { env });
+        const run = await runConformanceClient(`node "${probe}"`, ["--scenario", scenario, "--spec-version", rev], { env });
         const r = run.scenarios.get(scenario);
         // Passed as the suite counts it, and something was exercised (all-skipped is not a pass).
         const verdict = !!r?.passed && r.checks.some((c) => c.status === "SUCCESS");

@@ -62,7 +62,7 @@ export const progressStep = defineAtomic({
 });
 
 /**
- * tools-call-with-progress: a composite of three 150 ms steps, one after another. Each child NodeRun that starts and
+ * tools-call-with-progress: a composite of three 250 ms steps, one after another. Each child NodeRun that starts and
  * ends is run progress, which /mcp sends as notifications/progress when the client passed a progress token. The steps
  * are longer than the suite's 50 ms so that a server which rate-limits progress (as /mcp does, to one per 100 ms) still
  * has three distinct moments to report.
@@ -71,13 +71,13 @@ export const withProgress = defineComposite({
   nodeType: {
     node_type_id: "test_tool_with_progress",
     version: "1.0.0",
-    description: "Conformance fixture: three 150 ms steps in sequence, each reported as progress.",
+    description: "Conformance fixture: three 250 ms steps in sequence, each reported as progress.",
     input_schema: NO_ARGS,
     output_schema: TEXT_OUT,
     constraints: READ,
   },
   async run(_inputs, ctx) {
-    for (let step = 1; step <= 3; step++) await ctx.call({ node_type_id: "conformance.step", version: "1.0.0" }, { step, ms: 150 });
+    for (let step = 1; step <= 3; step++) await ctx.call({ node_type_id: "conformance.step", version: "1.0.0" }, { step, ms: 250 });
     return { text: "Progress test completed in 3 steps" };
   },
 });
