@@ -64,6 +64,11 @@ export interface FabricConfig {
   registry?: { executor_ttl_ms?: number };
   /** The Run Coordinator's timings (ms). */
   coordinator?: CoordinatorConfig;
+  /**
+   * Named LLM profiles and prices for @nodefabric/handler-llm (docs/llm.md), which reads them from the file itself; the
+   * fabric only lets the key through.
+   */
+  llm?: Record<string, unknown>;
   /** The folder relative paths are resolved against (the config file's folder, or the working directory). */
   base_dir: string;
 }
@@ -229,6 +234,7 @@ export const CONFIG_SCHEMA = {
     },
     policy: { type: "string", minLength: 1 },
     policy_entities: { type: "string", minLength: 1 },
+    llm: { type: "object" },
     policy_checks: { type: "boolean" },
     executor: {
       type: "object",

@@ -4,8 +4,8 @@
  *
  * - `FABRIC_LLM_BASE_URL`, `FABRIC_LLM_API_KEY`, `FABRIC_LLM_MODEL` (or `ARP_LLM_BASE_URL`, `ARP_LLM_API_KEY`,
  *   `ARP_LLM_MODEL`) make the profile `default`;
- * - `FABRIC_LLM_CONFIG` names a JSON file (default: `./fabric.llm.json` when it exists) with named `profiles` and a
- *   per-model `prices` table;
+ * - `FABRIC_LLM_CONFIG` names a JSON file (default: `./fabric.llm.json`, else the `llm` section of
+ *   `./fabric.config.json`) with named `profiles` and a per-model `prices` table;
  * - `FABRIC_LLM_PROFILE` (or `ARP_LLM_PROFILE`) chooses the profile used when a call names none. The profile
  *   `scripted` answers from `FABRIC_LLM_FIXTURES` (a JSON file) with no model at all.
  *
@@ -111,14 +111,20 @@ function fixturesOf(file: string | undefined, baseDir: string): unknown[] {
 export function loadLlmConfig(e: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): LlmConfig {
   const profiles = new Map<string, LlmProfile>();
   const named = e.FABRIC_LLM_CONFIG ?? e.ARP_LLM_CONFIG;
-  const file = named ? path.resolve(cwd, named) : path.join(cwd, "fabric.llm.json");
+  // FABRIC_LLM_CONFIG, else ./fabric.llm.json, else the `llm` section of ./fabric.config.json. A file whose top level
+  // has an `llm` object (a fabric.config.json) is read for that section.
+  const candidates = named ? [path.resolve(cwd, named)] : [path.join(cwd, "fabric.llm.json"), path.join(cwd, "fabric.config.json")];
+  const file = named ? candidates[0] : candidates.find((f) => existsSync(f)) ?? candidates[0];
   let fileConfig: FileConfig = {};
   let source = "the environment";
   if (named || existsSync(file)) {
     const data = readJson(file, "the LLM configuration file");
     if (typeof data !== "object" || data === null || Array.isArray(data)) throw configError(`the LLM configuration file ${file} must hold a JSON object`, { file });
-    fileConfig = data as FileConfig;
-    source = file;
+    const section = (data as { llm?: unknown }).llm;
+    if (section !== undefined && (typeof section !== "object" || section === null || Array.isArray(section))) throw configError(`llm in ${file} must be an object of profiles and prices`, { file });
+    const isFabricConfig = path.basename(file) === "fabric.config.json" || section !== undefined;
+    fileConfig = (isFabricConfig ? (section ?? {}) : data) as FileConfig;
+    source = isFabricConfig ? `${file} (llm)` : file;
   }
   const baseDir = path.dirname(file);
   for (const [name, p] of Object.entries(fileConfig.profiles ?? {})) {

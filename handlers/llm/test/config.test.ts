@@ -7,6 +7,7 @@ import { describe, it, expect, afterEach } from "vitest";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { loadConfig } from "@nodefabric/core";
 import { costOf, dropStrictNulls, loadLlmConfig, priceOf, profileFor, readErrorBody, strictSchema } from "../src/index.js";
 
 const dirs: string[] = [];
@@ -47,6 +48,18 @@ describe("loadLlmConfig", () => {
     expect(priceOf(config.prices, "gpt-4o-mini-2024-07-18")).toEqual({ input_per_million: 0.15, output_per_million: 0.6 });
     expect(costOf(priceOf(config.prices, "gpt-4o-mini"), 1_000_000, 1_000_000)).toBeCloseTo(0.75, 10);
     expect(costOf(priceOf(config.prices, "unknown"), 10, 10)).toBe(0);
+  });
+
+  it("reads the llm section of ./fabric.config.json, or of the fabric config FABRIC_LLM_CONFIG names", () => {
+    const cwd = tmp();
+    const section = { profiles: { local: { base_url: "http://127.0.0.1:11434/v1", model: "llama3.1" } }, default_profile: "local" };
+    writeFileSync(path.join(cwd, "fabric.config.json"), JSON.stringify({ log_level: "info", llm: section }));
+    expect(profileFor(loadLlmConfig({}, cwd), undefined)).toMatchObject({ name: "local", model: "llama3.1" });
+    // The fabric takes the section as its own configuration's.
+    expect(loadConfig({ cwd, env: {} }).llm).toEqual(section);
+    const other = path.join(cwd, "prod.json");
+    writeFileSync(other, JSON.stringify({ port_base: 9000, llm: { ...section, default_profile: undefined, profiles: { big: { base_url: "https://llm.example/v1", model: "big" } } } }));
+    expect(profileFor(loadLlmConfig({ FABRIC_LLM_CONFIG: other }, cwd), "big").base_url).toBe("https://llm.example/v1");
   });
 
   it("names what is wrong: no endpoint, an unknown profile, a bad URL, a URL with credentials, a bad price", () => {
