@@ -8,6 +8,7 @@ import type * as Sdk from "@modelcontextprotocol/server";
 import type { NodeType, Run, RunStartRequest } from "@nodefabric/schemas";
 import type { Catalogue } from "./catalogue.js";
 import type { PolicyFilter } from "./policy-filter.js";
+import { validatorOf } from "./validators.js";
 import { TERMINAL, type CallerHeaders, type GatewayCalls } from "./gateway-calls.js";
 import { CALLER_LABEL, TOOL_LABEL, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
 import { taskHandlers, type TaskSupport } from "./tasks.js";
@@ -56,17 +57,6 @@ const INSTRUCTIONS =
   "Each tool is a NodeFabric node type; each call is a durable run, under the fabric's policy, budgets and approvals. " +
   "Outputs come back as structuredContent. Long calls can run as tasks.";
 
-/** Validators compiled once per (node type, version). */
-const validators = new WeakMap<NodeType, Sdk.JsonSchemaValidator<unknown>>();
-
-function validatorOf(deps: ServerDeps, t: NodeType): Sdk.JsonSchemaValidator<unknown> {
-  let v = validators.get(t);
-  if (!v) {
-    v = deps.validator.getValidator<unknown>((t.input_schema as Sdk.JsonSchemaType | undefined) ?? { type: "object" });
-    validators.set(t, v);
-  }
-  return v;
-}
 
 interface Cursor {
   after: string;

@@ -16,6 +16,7 @@ import type * as Sdk from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { NodeType, Run } from "@nodefabric/schemas";
 import type { CallerInfo, ServerDeps } from "./mcp-server.js";
+import { validatorOf } from "./validators.js";
 import { CALLER_LABEL, TOOL_LABEL, followToEnd, newRunId, resultOfRefusal, resultOfRun, type ToolResult } from "./tools.js";
 import { TERMINAL } from "./gateway-calls.js";
 
@@ -116,7 +117,7 @@ export function runTasks(deps: ServerDeps): TaskSupport {
     },
     async start(caller, t, args, task) {
       const { sdk } = deps;
-      const checked = deps.validator.getValidator((t.input_schema as Sdk.JsonSchemaType | undefined) ?? { type: "object" })(args);
+      const checked = validatorOf(deps, t)(args);
       if (!checked.valid) {
         const r: ToolResult = { content: [{ type: "text", text: `invalid_inputs: the arguments do not match the input schema of ${t.node_type_id}: ${checked.errorMessage}` }], isError: true };
         return r;
