@@ -4,6 +4,7 @@
  * run.
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import http from "node:http";
 import { startMcpFabric, type McpFabric } from "./support/mcp-fabric.js";
 
 let f: McpFabric;
@@ -95,6 +96,19 @@ describe("bad input on /mcp", () => {
   it("a forged task id is an error", async () => {
     const r = await send({ jsonrpc: "2.0", id: 8, method: "tasks/get", params: { taskId: "mcp-ffffffffffffffffffffffffffffffff" } }, legacy);
     expect(r.json.error.code).toBe(-32602);
+  });
+
+  it("a Host that is not the gateway's is refused (DNS rebinding)", async () => {
+    const u = new URL(f.mcpUrl);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { ...H, host: `evil.example:${u.port}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end(JSON.stringify(INIT));
+    });
+    expect(status).toBe(403);
   });
 
   it("a foreign Origin or Host is refused (DNS rebinding)", async () => {
