@@ -243,11 +243,16 @@ export interface InspectorRun extends Exec {
 export async function runInspector(args: string[], options: { home?: string; timeoutMs?: number } = {}): Promise<InspectorRun> {
   const entry = await ensureTool(INSPECTOR);
   const home = options.home ?? mkdtempSync(path.join(os.tmpdir(), "nf-inspector-home-"));
-  const exec = await runOnNode24(entry, ["--cli", ...args, "--format", "json"], {
-    cwd: home,
-    env: { HOME: home, MCP_CATALOG_PATH: path.join(home, "mcp.json"), MCP_CLIENT_CONFIG_PATH: path.join(home, "client.json") },
-    timeoutMs: options.timeoutMs ?? 60_000,
-  });
+  let exec: Exec;
+  try {
+    exec = await runOnNode24(entry, ["--cli", ...args, "--format", "json"], {
+      cwd: home,
+      env: { HOME: home, MCP_CATALOG_PATH: path.join(home, "mcp.json"), MCP_CLIENT_CONFIG_PATH: path.join(home, "client.json") },
+      timeoutMs: options.timeoutMs ?? 60_000,
+    });
+  } finally {
+    if (!options.home) rmSync(home, { recursive: true, force: true });
+  }
   const parse = (s: string) => {
     const t = s.trim();
     if (!t) return undefined;
