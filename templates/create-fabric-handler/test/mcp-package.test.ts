@@ -50,7 +50,7 @@ afterAll(() => {
 });
 
 describe("a package made from an MCP server over Streamable HTTP", () => {
-  it("holds one node type per tool as data, and its own tests and typecheck pass as generated", async () => {
+  it("holds one node type per tool as data, and its own tests pass as generated", async () => {
     const made = await renderMcpPackage({ packageName: "everything-tools", source: url });
     const paths = made.files.map((f) => f.path);
     expect(paths).toEqual(expect.arrayContaining(["package.json", "src/index.ts", "node-types/index.json", "test/exchanges.json", "test/handler.test.ts", "README.md", "tsconfig.json"]));
@@ -69,8 +69,7 @@ describe("a package made from an MCP server over Streamable HTTP", () => {
       expect(tested.code, tested.output).toBe(0);
       // One replay per tool, and the two checks of what the server may do wrong (a changed tool, a tool error).
       expect(tested.output).toMatch(new RegExp(`Tests\\s+${made.nodeTypeIds.length + 2} passed`));
-      const typed = await pkg.typecheck();
-      expect(typed.code, typed.output).toBe(0);
+      // Its typecheck and build run in test/e2e/mcp-import-package.test.ts, after a real npm install.
     } finally {
       pkg.remove();
     }
