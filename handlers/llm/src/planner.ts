@@ -255,6 +255,21 @@ class Planner {
     }
   }
 
+  /** The budgets left to this planner, as the envelope of a child planner (only what is set). */
+  remainingEnvelope(): { budgets?: { max_cost: number }; extensions?: Record<string, number> } {
+    const out: { budgets?: { max_cost: number }; extensions?: Record<string, number> } = {};
+    if (this.costLimit !== undefined) out.budgets = { max_cost: Math.max(0, this.costLimit - this.usage.cost) };
+    if (this.tokenLimit !== undefined) out.extensions = { [LLM_MAX_TOKENS_EXTENSION]: Math.max(0, this.tokenLimit - this.usage.total_tokens) };
+    return out;
+  }
+
+  /** Counts what a child planner reported spending (its outputs' `usage`). */
+  settleFrom(usage: JsonObject | undefined): void {
+    if (!usage) return;
+    this.settle({ usage: { prompt_tokens: usage.prompt_tokens ?? 0, completion_tokens: usage.completion_tokens ?? 0, total_tokens: usage.total_tokens ?? 0 }, cost: usage.cost ?? 0 } as JsonObject);
+    this.usage.model_calls += typeof usage.model_calls === "number" ? usage.model_calls : 0;
+  }
+
   private settle(from: JsonObject | undefined): void {
     const usage = from?.usage as { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | undefined;
     if (usage) {
@@ -384,7 +399,7 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
     const earlier = Object.fromEntries(s.after.map((a) => [a, results.get(a)?.outputs ?? null]));
     let childInputs = await mapInputs(p, goal, s, ref, schema, earlier);
     if (ref.node_type_id === PLANNER_ID) childInputs = clampChildPlanner(childInputs, p, inputs);
-    return { outcome: spawnSubtask(ctx, s, ref, childInputs) };
+    return { outcome: spawnSubtask(p, s, ref, childInputs) };
   };
   const runSubtask = async (s: Subtask, candidate: Candidate): Promise<ChildRecord> => (await startSubtask(s, candidate)).outcome;
   for (const wave of wavesOf(subtasks)) {
@@ -461,7 +476,7 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
         }
         if (prev.node_run_id) await ctx.evaluate(prev.node_run_id, result, { type: "decompose_further", message: r.reason.slice(0, 500) });
         const childInputs = clampChildPlanner({ goal: s.goal }, p, inputs);
-        results.set(s.id, { ...(await spawnSubtask(ctx, s, { node_type_id: PLANNER_ID, version: "1.0.0" }, childInputs)), recovery: "decompose_further" });
+        results.set(s.id, { ...(await spawnSubtask(p, s, { node_type_id: PLANNER_ID, version: "1.0.0" }, childInputs)), recovery: "decompose_further" });
         continue;
       }
       if (r.action === "ask_user") {
@@ -686,10 +701,15 @@ function clampChildPlanner(generated: JsonObject, p: Planner, parent: PlannerInp
   return out;
 }
 
-async function spawnSubtask(ctx: CompositeContext, s: Subtask, ref: NodeTypeRef, inputs: JsonObject): Promise<ChildRecord> {
-  const child = ctx.spawn(ref, inputs, { metadata: { labels: { "nodefabric.llm.subtask": s.id } } });
+async function spawnSubtask(p: Planner, s: Subtask, ref: NodeTypeRef, inputs: JsonObject): Promise<ChildRecord> {
+  const ctx = p.ctx;
+  // A child planner may spend only what this one has left when it starts (its envelope's budgets only shrink), and
+  // what it spent counts here once it ends.
+  const isPlanner = ref.node_type_id === PLANNER_ID;
+  const child = ctx.spawn(ref, inputs, { metadata: { labels: { "nodefabric.llm.subtask": s.id } }, ...(isPlanner ? { constraints: p.remainingEnvelope() } : {}) });
   try {
     const outputs = await child.result;
+    if (isPlanner) p.settleFrom(outputs.usage as JsonObject | undefined);
     return { subtask_id: s.id, node_type_ref: ref, node_run_id: await child.node_run_id, state: "completed", outputs };
   } catch (err) {
     if (!ChildFailedError.is(err)) throw err;

@@ -290,7 +290,7 @@ describe("llm.planner", () => {
         return undefined;
       },
     });
-    const run = await startRun({ goal: "deliver", allowed_node_type_ids: ["test.broken", "test.report"], max_depth: 1 });
+    const run = await startRun({ goal: "deliver", allowed_node_type_ids: ["test.broken", "test.report"], max_depth: 1 }, { extensions: { "nodefabric.llm.max_tokens": 100000 } });
     expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
     const out = run.extensions["nodefabric.outputs"];
     expect(out.child_node_runs[0]).toMatchObject({ subtask_id: "p", node_type_ref: { node_type_id: "llm.planner" }, state: "completed", recovery: "decompose_further" });
@@ -298,6 +298,12 @@ describe("llm.planner", () => {
     const child = nrs.find((n) => n.node_type_ref.node_type_id === "llm.planner" && n.node_run_id !== run.root_node_run_id);
     expect(child.inputs).toMatchObject({ goal: "deliver a summary text", max_depth: 0 });
     expect(child.outputs.child_node_runs[0]).toMatchObject({ node_type_ref: { node_type_id: "test.report" }, state: "completed" });
+    // The child planner got only the tokens its parent had left, and what it spent counts in the parent's usage.
+    const childBudget = child.extensions["nodefabric.constraints"].extensions["nodefabric.llm.max_tokens"];
+    expect(childBudget).toBeLessThan(100000);
+    expect(childBudget).toBeGreaterThan(0);
+    expect(out.usage.model_calls).toBe(llm.calls.length);
+    expect(out.usage.total_tokens).toBe(nrs.filter((n) => n.node_type_ref.node_type_id === "llm.chat").reduce((sum, n) => sum + n.outputs.usage.total_tokens, 0));
 
     // At depth 0 the same request is refused and recorded, and the run ends with the failure.
     for (const k of Object.keys(evaluations)) delete evaluations[k];
