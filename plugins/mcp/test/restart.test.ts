@@ -41,7 +41,7 @@ async function registered(gateway: string, registry: string): Promise<void> {
 
 describe("a task across kill -9", () => {
   it("is read, and finishes, after the fabric is killed and started again", async () => {
-    const args = ["dev", "--port-base", "0", "--data-dir", dataDir];
+    const args = ["dev", "--port-base", "0", "--data-dir", dataDir, "--handlers", "@nodefabric/handler-demo"];
     fabric = await startFabricProcess(args, { cwd: repo });
     await registered(fabric.urls["run-gateway"]!, fabric.urls["node-registry"]!);
     const first = await connect(await mcpUrlOf(fabric), "2025-11-25", undefined, { tasks: { requests: { tools: { call: {} } } } });
