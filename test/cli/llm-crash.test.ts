@@ -12,7 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startLlmStandIn, type ChatRequestBody, type LlmStandIn, type StandInStep } from "@nodefabric/sdk/testing";
-import { CLI, freePortBase, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { CLI, freePortBase, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually, readNdjson } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));

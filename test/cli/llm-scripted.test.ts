@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { CLI, freePortBase, runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { CLI, freePortBase, runFabric, startFabricProcess, type FabricProcess } from "../e2e/fabric-cli.js";
 import { call, eventually } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
