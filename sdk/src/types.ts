@@ -54,7 +54,9 @@ export interface HandlerEgress {
   /**
    * `fetch` bound to the execution (as `ctx.fetch`) whose every connection, redirects included, goes through the
    * egress policy. A refused connection rejects with a HandlerError `egress_denied` (not retryable) naming the host,
-   * the address and why.
+   * the address and why. Each request is bounded by the executor's per-request time-out (30 s), body included; a
+   * request that streams for longer (an MCP tool call's answer) passes `timeoutMs` (milliseconds) in its init to
+   * replace it, and the execution's deadline still bounds it.
    */
   readonly fetch: typeof globalThis.fetch;
   /**

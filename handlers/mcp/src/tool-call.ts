@@ -178,7 +178,10 @@ async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Conne
   // Every connection goes through the egress policy (the address is checked when it connects), redirects stay on
   // the server's origin (the SDK's default), and only the headers of the node type's configuration are sent: never
   // the caller's own token, which the executor does not even hold.
-  const transport = new StreamableHTTPClientTransport(url, { fetch: egress.fetch, requestInit: { headers } });
+  // The answer to a tool call streams for as long as the tool runs: up to the node type's time-out, not the executor's
+  // per-request one.
+  const fetch = (input: string | URL | Request, init?: RequestInit) => egress.fetch(input, { ...init, timeoutMs: remainingMs(ctx) } as RequestInit);
+  const transport = new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } });
   // The era a server answered with is remembered for a while (per URL and credentials), so later calls skip the
   // probe: a 2026-07-28 server's discover result is adopted as is, a 2025 server gets its handshake at once.
   const key = config.protocol === "auto" ? eraKey(url, headers) : undefined;

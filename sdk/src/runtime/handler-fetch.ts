@@ -159,7 +159,10 @@ export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, disp
   const fetch: typeof globalThis.fetch = async (input, init) => {
     if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
     const target = String(input);
-    const timeout = requestTimeout(target, timeoutMs);
+    // A caller that streams for long (an MCP tool call's answer) asks for its own time-out; the execution's deadline
+    // still bounds it, through `signal`.
+    const asked = (init as { timeoutMs?: unknown } | undefined)?.timeoutMs;
+    const timeout = requestTimeout(target, typeof asked === "number" && Number.isFinite(asked) && asked > 0 ? asked : timeoutMs);
     const signals = [signal, timeout.signal];
     if (init?.signal) signals.push(init.signal);
     const headers = new Headers(init?.headers);
