@@ -432,7 +432,14 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
       EVALUATION_SCHEMA,
       (v) => v.recovery.filter((r) => !results.has(r.subtask_id)).map((r) => `/recovery: "${r.subtask_id}" is not a subtask id`),
     );
-    const wanted = evaluation.recovery.filter((r) => results.get(r.subtask_id)?.state === "failed");
+    // One recovery per failed subtask that ran (the first asked for it); one whose dependency failed is not run again.
+    const seen = new Set<string>();
+    const wanted = evaluation.recovery.filter((r) => {
+      const prev = results.get(r.subtask_id);
+      if (!prev || prev.state !== "failed" || !prev.node_run_id || seen.has(r.subtask_id)) return false;
+      seen.add(r.subtask_id);
+      return true;
+    });
     if (wanted.length === 0 || evaluation.success) break;
     if (round >= maxReplans) {
       await ctx.evaluate(results.get(wanted[0].subtask_id)!.node_run_id || ctx.node_run_id, { status: "fail", reason_code: "max_replans", message: `recovery refused: the planner used its ${maxReplans} re-planning rounds` }).catch(() => undefined);
