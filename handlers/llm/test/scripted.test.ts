@@ -48,6 +48,14 @@ describe("the scripted profile", () => {
     for (const c of chats as Json[]) expect(c.outputs).toMatchObject({ profile: "scripted", model: "scripted-model", cost: 0 });
   });
 
+  it("takes JARVIS's input names: prompt for goal, with context, max_steps and max_depth; and refuses neither", async () => {
+    const run: Json = await fabric.run("llm.planner", { prompt: "Greet the team, then pause", context: { team: "core" }, max_steps: 3, max_depth: 0 });
+    expect(run.state, JSON.stringify(run.extensions["nodefabric.error"])).toBe("completed");
+    const none: Json = await fabric.run("llm.planner", { context: {} });
+    expect(none.state).toBe("failed");
+    expect(none.extensions["nodefabric.error"].code).toBe("invalid_inputs");
+  });
+
   it("answers llm.chat from a fixtures file of one's own", async () => {
     const file = path.join(dir, "fixtures.json");
     writeFileSync(file, JSON.stringify([{ contains: "capital of Norway", content: "Oslo" }]));
