@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMcpHandler, Server } from "@modelcontextprotocol/server";
 import { runFabric, startFabricProcess, type FabricProcess } from "./fabric-cli.js";
+import { sh } from "./shell.js";
 import { call, eventually } from "../run-client.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -114,6 +115,34 @@ describe("fabric node-types import --from-mcp", () => {
     expect([200, 400]).toContain(bad.status);
     if (bad.status === 200) expect((bad.body as any).state).toBe("failed");
   }, 60_000);
+
+  it("runs the README's commands as written: the reference server on loopback, its import, a run", async () => {
+    // The README's block, line by line (test/readme.test.ts checks that this file holds each as written).
+    const START_SERVER = "PORT=3917 npx @modelcontextprotocol/server-everything streamableHttp &";
+    const IMPORT = "npx fabric node-types import --from-mcp http://127.0.0.1:3917/mcp --prefix everything-readme";
+    const RUN = `npx fabric run everything-readme.echo@1.0.0 --input '{"message":"hello"}'`;
+    const env = { ...process.env, FABRIC_NODE_REGISTRY_URL: fabric.urls["node-registry"]!, FABRIC_RUN_GATEWAY_URL: fabric.urls["run-gateway"]! };
+    const server = spawn("bash", ["-c", `${START_SERVER.replace(/ &$/, "")}`], { cwd: repo, env, stdio: ["ignore", "ignore", "pipe"], detached: true });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let log = "";
+        const timer = setTimeout(() => reject(new Error(`the README's server did not start: ${log}`)), 30_000);
+        server.stderr!.on("data", (d) => {
+          log += d;
+          if (/listening on port/.test(log)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      const imported = await sh(IMPORT, { cwd: repo, env });
+      expect(imported.output).toContain("everything-readme.echo@1.0.0");
+      const ran = await sh(RUN, { cwd: repo, env });
+      expect(ran.output).toContain('"nodefabric.outputs":{"content":[{"type":"text","text":"Echo: hello"}]}');
+    } finally {
+      process.kill(-server.pid!, "SIGKILL");
+    }
+  }, 90_000);
 
   it("fails the run with the retryable upstream_unavailable when the server is gone", async () => {
     everything.kill("SIGKILL");
