@@ -209,7 +209,12 @@ async function mcpCall(total) {
   const load = (n) => closedLoop({ url, path: "/mcp", body, headers: mcpHeaders, total: n, clients: CLIENTS, check: (b) => b.result?.structuredContent?.echo?.text === "hello" });
   try {
     await load(Math.min(total, 1000));
-    return await withPeakRss(() => load(total));
+    // CPU of this process (fabric and load generator) per call, as atomic-throughput reports per run.
+    const cpu0 = process.cpuUsage();
+    const result = await withPeakRss(() => load(total));
+    const cpu = process.cpuUsage(cpu0);
+    result.cpu_us_per_run = Math.round((cpu.user + cpu.system) / total);
+    return result;
   } finally {
     await close();
   }
