@@ -49,6 +49,8 @@ describe("import the memory server, serve it again through /mcp", () => {
     const imported = await runFabric(["node-types", "import", "--from-mcp", `"${process.execPath}" ${MEMORY}`, "--prefix", "memory", "--server-name", "memory", "--registry", fabric.urls["node-registry"]!]);
     expect(imported.code, imported.stderr).toBe(0);
     expect(imported.stdout).toContain('The node types name the stdio server "memory"');
+    // What the operator writes in the FABRIC_MCP_SERVERS file to have the executor start it.
+    expect(imported.stdout).toContain(JSON.stringify({ servers: { memory: { command: process.execPath, args: [MEMORY], env_allow: ["PATH", "HOME"] } } }));
 
     const direct = await directClient();
     const served = new Client({ name: "inspector", version: "1.0.0" });

@@ -77,9 +77,11 @@ export async function nodeTypesImportMcp(registryUrl: string, options: McpImport
   }
   let result: McpImportResult;
   let sourceKind: "http" | "stdio";
+  let stdioServer: { command: string; args?: string[] } | undefined;
   try {
     const source = importer.parseSource(options.fromMcp);
     sourceKind = source.kind;
+    if (source.kind === "stdio") stdioServer = source.server;
     const headers = (options.headers ?? []).map((h) => importer.parseHeader(h));
     if (source.kind === "stdio" && headers.length > 0) throw new importer.McpImportError("--header applies to a server URL, not to a command");
     let protocol: unknown;
@@ -139,12 +141,12 @@ export async function nodeTypesImportMcp(registryUrl: string, options: McpImport
   } finally {
     await client.close();
   }
-  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published.has(t)), options, sourceKind));
+  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published.has(t)), options, sourceKind, stdioServer));
   return 0;
 }
 
 /** What was published, what was left out, what the executor needs, and a run to try. */
-function summary(result: McpImportResult, nodeTypes: NodeType[], options: McpImportCommandOptions, kind: "http" | "stdio"): string {
+function summary(result: McpImportResult, nodeTypes: NodeType[], options: McpImportCommandOptions, kind: "http" | "stdio", stdio?: { command: string; args?: string[] }): string {
   const server = `${result.server.name}${result.server.version ? ` ${result.server.version}` : ""}`;
   const lines = [`published ${nodeTypes.length} node type${nodeTypes.length === 1 ? "" : "s"} of the MCP server ${server} (protocol ${result.server.protocol_version ?? "?"}), run by mcp.call@1.0.0:`];
   for (const t of nodeTypes.slice(0, 15)) lines.push(`  ${t.node_type_id}@${t.version}`);
@@ -159,7 +161,8 @@ function summary(result: McpImportResult, nodeTypes: NodeType[], options: McpImp
   } else {
     const mcp = (nodeTypes[0]!.extensions as Record<string, { server?: string }>)["nodefabric.mcp"]!;
     lines.push("", `The node types name the stdio server "${mcp.server}". The executor starts it only when its operator names it:`);
-    lines.push(`  FABRIC_MCP_SERVERS=<file> with { "servers": { "${mcp.server}": { "command": …, "args": […] } } }   (see docs/mcp-import.md)`);
+    const entry = JSON.stringify({ servers: { [mcp.server!]: { command: stdio?.command, args: stdio?.args ?? [], env_allow: ["PATH", "HOME"] } } });
+    lines.push(`  FABRIC_MCP_SERVERS=<a JSON file> holding ${entry}`, "  (each server: command, args, env, env_allow, cwd; see docs/mcp-import.md)");
   }
   const first = nodeTypes.find((t) => (t.constraints as { gates?: { side_effect_class?: string } } | undefined)?.gates?.side_effect_class === "read") ?? nodeTypes[0]!;
   const sample = sampleFor((first.input_schema ?? { type: "object" }) as SchemaObject, { prefer: "minimal" });
