@@ -73,6 +73,19 @@ describe("mcp.call over Streamable HTTP", () => {
     expect(outputsOf(run)).toEqual({ sum: 5 });
   });
 
+  it("checks the outputs against the node type's output_schema", async () => {
+    await f.publish(
+      mcpBacked("t.add-strict", { url: server.url, tool: "add", output: "structured" }, {
+        input_schema: ADD_TOOL.inputSchema,
+        output_schema: { type: "object", properties: { sum: { type: "string" } }, required: ["sum"] },
+      }),
+    );
+    const run = await f.run("t.add-strict", { a: 2, b: 3 });
+    expect(run.state).toBe("failed");
+    expect(errorOf(run)).toMatchObject({ code: "invalid_outputs", retryable: false });
+    expect(JSON.stringify(errorOf(run))).toContain("sum");
+  });
+
   it("runs a tool without an outputSchema: the outputs are its content blocks", async () => {
     await f.publish(mcpBacked("t.echo", { url: server.url, tool: "echo" }));
     const run = await f.run("t.echo", { text: "hi" });
