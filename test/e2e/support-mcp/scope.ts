@@ -77,8 +77,8 @@ export const SERVER_SCOPE: Record<string, Scope> = {
   },
   "http-header-validation": { applies: true, reportOnly: PENDING("SEP-2243 standard header validation") },
   "http-custom-header-server-validation": {
-    applies: false,
-    reason: "needs a tool whose input schema marks a parameter with x-mcp-header (SEP-2243 custom headers); no fixture yet",
+    applies: true,
+    reportOnly: PENDING("SEP-2243 custom Mcp-Param headers, exercised with the fixture test_custom_headers (x-mcp-header: Region)"),
   },
   "server-sse-polling": { applies: false, reason: `${PENDING("SEP-1699 polling")}; it calls test_reconnection, a tool that closes the SSE stream mid-call, which a run cannot do` },
 

@@ -171,3 +171,24 @@ export const failingJob = defineAtomic({
     throw new HandlerError("job_failed", "failing_job fails on purpose", { retryable: false });
   },
 });
+
+/**
+ * http-custom-header-server-validation (SEP-2243): a tool whose string parameter is marked with x-mcp-header, so a
+ * 2026-07-28 client mirrors it into an Mcp-Param-Region header, and the server checks the header against the body.
+ */
+export const customHeaders = defineAtomic({
+  nodeType: {
+    node_type_id: "test_custom_headers",
+    version: "1.0.0",
+    description: "Conformance fixture: a parameter mirrored into the Mcp-Param-Region header (SEP-2243).",
+    input_schema: {
+      type: "object",
+      properties: { region: { type: "string", "x-mcp-header": "Region" }, note: { type: "string" } },
+      required: ["region"],
+      additionalProperties: false,
+    },
+    output_schema: TEXT_OUT,
+    constraints: READ,
+  },
+  handler: (inputs) => ({ text: `region ${inputs.region}` }),
+});
