@@ -9,6 +9,9 @@
  *   node scripts/test-timings.mjs --report r.json [--ledger l.jsonl] [--top 25]
  *       prints the table of a run already made
  *   --markdown prints the table as Markdown (for docs/testing.md)
+ *   --root <dir> the checkout the report was made in (default: this one), for a report of another checkout
+ *   --budget <s> names the files that took longer (default 60: docs/testing.md's budget for a file of npm test in the
+ *   whole suite)
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
@@ -19,7 +22,7 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 function parseArgs(argv) {
-  const opts = { top: 25, suite: "unit", markdown: false, rest: [] };
+  const opts = { top: 25, suite: "unit", markdown: false, budget: 60, rest: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--") {
@@ -30,6 +33,8 @@ function parseArgs(argv) {
     else if (a === "--report") opts.report = argv[++i];
     else if (a === "--ledger") opts.ledger = argv[++i];
     else if (a === "--markdown") opts.markdown = true;
+    else if (a === "--budget") opts.budget = Number(argv[++i]);
+    else if (a === "--root") opts.root = path.resolve(argv[++i]);
     else {
       console.error(`test-timings: unknown option ${a}`);
       process.exit(2);
@@ -72,19 +77,20 @@ if (!existsSync(opts.report)) {
   process.exit(1);
 }
 
+const base = opts.root ?? root;
 const report = JSON.parse(readFileSync(opts.report, "utf8"));
 const ledger = opts.ledger && existsSync(opts.ledger)
   ? readFileSync(opts.ledger, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
   : [];
 
 const files = report.testResults.map((r) => {
-  const rel = path.relative(root, r.name);
+  const rel = path.relative(base, r.name);
   const tests = r.assertionResults.length;
   const inTests = r.assertionResults.reduce((s, t) => s + (t.duration ?? 0), 0);
   const duration = r.endTime - r.startTime;
   const paid = { fabric: [0, 0], "fabric-process": [0, 0], build: [0, 0], install: [0, 0] };
   for (const e of ledger) {
-    if (path.relative(root, e.file) !== rel || !(e.kind in paid)) continue;
+    if (path.relative(base, e.file) !== rel || !(e.kind in paid)) continue;
     paid[e.kind][0] += 1;
     paid[e.kind][1] += e.ms;
   }
@@ -121,3 +127,7 @@ if (opts.markdown) {
 console.log();
 console.log(`${files.length} files, ${tests} tests; the files' durations add up to ${sec(sumDur)} s` + (wallMs ? `, run in ${sec(wallMs)} s of wall time` : ""));
 console.log(`paid: ${cell(totals.fabric) || "no"} in-process fabrics, ${cell(totals["fabric-process"]) || "no"} fabric processes, ${cell(totals.build) || "no"} builds, ${cell(totals.install) || "no"} installs`);
+const over = files.filter((f) => f.duration > opts.budget * 1000);
+if (opts.suite === "unit" && over.length) {
+  console.log(`over the ${opts.budget} s budget of a file (docs/testing.md): ${over.map((f) => `${f.rel} (${sec(f.duration)} s)`).join(", ")}`);
+}
