@@ -96,8 +96,11 @@ describe("fabric dev's /mcp, through the official inspector CLI", () => {
         const tools: any[] = list.json.result.tools;
         const names = tools.map((t) => t.name);
         for (const id of ["demo.echo", "demo.sleep", "demo.fail", "test_simple_text", "json_schema_2020_12_tool"]) expect(names).toContain(id);
-        // A deterministic order: the same list twice.
-        const again = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list"]);
+        // A deterministic order: the same list twice. With --strict, the inspector's schema portability check finds no
+        // error-severity problem in any tool (it exits 6 if it does).
+        const again = await runInspector([f.mcp, "--protocol-era", era, "--method", "tools/list", "--strict"]);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stderr).toMatch(/\b0 errors\b/);
         expect(again.json.result.tools.map((t: { name: string }) => t.name)).toEqual(names);
         for (const id of ["demo.echo", "demo.fail", "json_schema_2020_12_tool"]) {
           const t = tools.find((x) => x.name === id);
