@@ -6,7 +6,8 @@
  * - a JSON-RPC error or an answer that is not MCP → `upstream_protocol_error`, not retryable;
  * - the server unreachable or gone → `upstream_unavailable`, retryable when nothing was sent yet or the tool is
  *   read-only or idempotent;
- * - no answer within the node type's time-out → `upstream_timeout` (the SDK's own 60-second default never applies);
+ * - no answer within the node type's time-out → `upstream_unavailable` with `details.reason` `timeout`, under the
+ *   same rule (the SDK's own 60-second default never applies);
  * - the tool changed since the node type was made → `tool_definition_changed`, not retryable.
  */
 import { clientCredentialsToken, HandlerError, networkFailureOf, type AtomicContext, type HandlerEgress, type JsonObject } from "@nodefabric/sdk";
@@ -109,7 +110,7 @@ export function mapFailure(err: unknown, phase: Phase, config: McpConfig, ctx: A
   const mayRetry = phase !== "call" || config.retrySafe;
   const found = handlerErrorIn(err);
   if (found) {
-    if (found.code === "upstream_unavailable" || found.code === "upstream_timeout") {
+    if (found.code === "upstream_unavailable") {
       const reason = found.details?.reason;
       const nothingSent = reason === "connection_refused" || reason === "dns_failure";
       return new HandlerError(found.code, `${where}: ${found.message}`, { retryable: nothingSent || mayRetry, details: { ...found.details, phase }, cause: found });
@@ -135,9 +136,9 @@ export function mapFailure(err: unknown, phase: Phase, config: McpConfig, ctx: A
     const data = err.data as { status?: number } | undefined;
     switch (err.code) {
       case SdkErrorCode.RequestTimeout:
-        return new HandlerError("upstream_timeout", `${where} did not answer ${phase === "call" ? `tools/call ${config.tool}` : phase} within the node type's time-out`, {
+        return new HandlerError("upstream_unavailable", `${where} did not answer ${phase === "call" ? `tools/call ${config.tool}` : phase} within the node type's time-out`, {
           retryable: mayRetry,
-          details: { phase },
+          details: { reason: "timeout", phase },
         });
       case SdkErrorCode.ConnectionClosed:
       case SdkErrorCode.SendFailed:
