@@ -8,6 +8,8 @@
  * The inspector needs Node >= 22.19: it runs on Node 24 from `.ci/node.sh 24`, installed into ~/.cache/nodefabric-e2e.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { call } from "../run-client.js";
 import { runFabric } from "./fabric-cli.js";
@@ -319,5 +321,86 @@ describe("round trip: server-everything imported with `fabric node-types import 
       expect(ours.json.result.content, tool).toEqual(mine.json.result.content);
       expect(ours.json.result.structuredContent, tool).toEqual(mine.json.result.structuredContent);
     }
+  }, SLOW);
+});
+
+describe("server-memory over stdio: imported, run, and served again through /mcp, against the inspector on the server itself", () => {
+  const MEMORY = path.join(repoRoot, "node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+  let f: McpFabric;
+  let dir: string;
+  let imported: string;
+  // The inspector starts its own server-memory (its own graph file), as a user checking the server directly would.
+  const direct = (args: string[]) => runInspector(["node", MEMORY, "-e", `MEMORY_FILE_PATH=${path.join(dir, "direct.jsonl")}`, ...args]);
+  const via = (args: string[]) => runInspector([f.mcp, ...args]);
+  const strip = (schema: any) => {
+    const { $schema, ...rest } = schema ?? {};
+    return rest;
+  };
+
+  beforeAll(async () => {
+    await ensureTool(INSPECTOR);
+    dir = mkdtempSync(path.join(os.tmpdir(), "nf-mcp-memory-"));
+    // The operator names the stdio server in the executor's configuration; a node type never carries the command.
+    const servers = path.join(dir, "servers.json");
+    writeFileSync(servers, JSON.stringify({ servers: { memory: { command: process.execPath, args: [MEMORY], env: { MEMORY_FILE_PATH: path.join(dir, "fabric.jsonl") } } } }));
+    f = await startMcpFabric({ handlers: ["@nodefabric/handler-mcp"], env: { FABRIC_MCP_SERVERS: servers } });
+    const r = await runFabric(["node-types", "import", "--from-mcp", `${process.execPath} ${MEMORY}`, "--prefix", "memory", "--server-name", "memory", "--registry", f.fabric.urls["node-registry"]], {
+      cwd: repoRoot,
+      env: { MEMORY_FILE_PATH: path.join(dir, "import.jsonl") },
+    });
+    expect(r.code, r.stderr).toBe(0);
+    imported = r.stdout;
+  }, SLOW);
+  afterAll(async () => {
+    await f?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("the imported node types equal the inspector's tools/list of the server, schema for schema", async () => {
+    const mine = await direct(["--method", "tools/list"]);
+    expect(mine.code, mine.stderr).toBe(0);
+    const tools: any[] = mine.json.result.tools;
+    expect(tools.length).toBeGreaterThan(5);
+    const types = (await call("GET", `${f.fabric.urls["node-registry"]}/v1/node-types?q=memory.&limit=1000`)).body as any[];
+    expect(types.map((t) => t.node_type_id).sort(), imported).toEqual(tools.map((t) => `memory.${t.name}`).sort());
+    for (const t of tools) {
+      const nt = types.find((x) => x.node_type_id === `memory.${t.name}`);
+      expect(nt.description, t.name).toBe(t.description);
+      expect(nt.input_schema, t.name).toEqual(strip(t.inputSchema));
+      expect(nt.output_schema, t.name).toEqual(strip(t.outputSchema));
+    }
+  }, SLOW);
+
+  it("through /mcp the inspector sees the same tools, and the same graph after the same calls", async () => {
+    const mine = await direct(["--method", "tools/list"]);
+    const ours = await via(["--method", "tools/list"]);
+    expect(ours.code, ours.stderr).toBe(0);
+    for (const t of mine.json.result.tools) {
+      const again = ours.json.result.tools.find((x: any) => x.name === `memory.${t.name}`);
+      expect(again, t.name).toBeDefined();
+      expect(again.description, t.name).toBe(t.description);
+      expect(again.inputSchema, t.name).toEqual(strip(t.inputSchema));
+      expect(again.outputSchema, t.name).toEqual(strip(t.outputSchema));
+    }
+    const entities = { entities: [{ name: "Ada Lovelace", entityType: "person", observations: ["wrote the first program", "Analytical Engine"] }] };
+    const relations = { relations: [{ from: "Ada Lovelace", to: "Analytical Engine", relationType: "programmed" }] };
+    const steps: [string, object][] = [
+      ["create_entities", entities],
+      ["create_entities", { entities: [{ name: "Analytical Engine", entityType: "machine", observations: ["designed by Babbage"] }] }],
+      ["create_relations", relations],
+      ["read_graph", {}],
+      ["search_nodes", { query: "Ada" }],
+    ];
+    for (const [tool, input] of steps) {
+      const a = await direct(["--method", "tools/call", "--tool-name", tool, "--tool-args-json", JSON.stringify(input)]);
+      const b = await via(["--method", "tools/call", "--tool-name", `memory.${tool}`, "--tool-args-json", JSON.stringify(input)]);
+      expect(b.code, `${tool}: ${b.stderr}\n${b.stdout}`).toBe(0);
+      expect(b.json.result.isError ?? false, tool).toBe(a.json.result.isError ?? false);
+      expect(b.json.result.structuredContent, tool).toEqual(a.json.result.structuredContent);
+      // The text block is the same JSON (the fabric writes it compact; the server pretty-prints it): notes G1.
+      expect(JSON.parse(b.json.result.content[0].text), tool).toEqual(b.json.result.structuredContent);
+    }
+    // The fabric's calls went to the operator's server-memory: its own graph file holds what they wrote.
+    expect(readFileSync(path.join(dir, "fabric.jsonl"), "utf8")).toContain("Ada Lovelace");
   }, SLOW);
 });
