@@ -154,31 +154,44 @@ const UpdateParams = z.looseObject({ taskId: z.string(), inputResponses: z.recor
 export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: CallerInfo, era: "legacy" | "modern"): void {
   const { sdk } = deps;
   const taskEra: TaskRequest["era"] = era === "modern" ? "2026" : "2025-11-25";
+  // On 2026-07-28 the task methods belong to the extension: a request that does not declare it gets -32021, naming it.
+  const declared = (ctx: Sdk.ServerContext) => {
+    if (taskEra !== "2026") return;
+    const env = ctx.mcpReq.envelope as Record<string, { extensions?: Record<string, unknown> } | undefined> | undefined;
+    if (isObject(env?.["io.modelcontextprotocol/clientCapabilities"]?.extensions?.[TASKS_EXTENSION])) return;
+    throw new sdk.ProtocolError(sdk.ProtocolErrorCode.MissingRequiredClientCapability, "Missing required client capability", { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
+  };
   const find = async (taskId: string) => {
     const run = await runOfTask(deps, caller, taskId);
     if (!run) throw notFound(sdk, taskId);
     return run;
   };
 
-  server.setRequestHandler("tasks/get", { params: TaskIdParams }, async (p) => {
+  server.setRequestHandler("tasks/get", { params: TaskIdParams }, async (p, ctx) => {
+    declared(ctx);
     const run = await find(p.taskId);
     return (await viewOf(deps, caller, run, taskEra)) as never;
   });
 
-  server.setRequestHandler("tasks/cancel", { params: TaskIdParams }, async (p) => {
+  server.setRequestHandler("tasks/cancel", { params: TaskIdParams }, async (p, ctx) => {
+    declared(ctx);
     const run = await find(p.taskId);
     if (TERMINAL.has(run.state)) {
       if (taskEra === "2025-11-25") throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Task ${p.taskId} has already ended (${run.state}) and cannot be cancelled`);
-      return (await viewOf(deps, caller, run, taskEra)) as never;
+      // 2026: cancelling an ended task is acknowledged, and changes nothing.
+      return {} as never;
     }
     await deps.calls.cancelRun(run.run_id, caller.headers);
+    // 2025-11-25 answers the task; the 2026 extension an empty acknowledgement (tasks/get shows the outcome).
+    if (taskEra === "2026") return {} as never;
     const after = await find(p.taskId);
     return (await viewOf(deps, caller, after, taskEra)) as never;
   });
 
   if (taskEra === "2026") {
     // An approval is never the client's to give, so no task of ours asks for input: updates are acknowledged.
-    server.setRequestHandler("tasks/update", { params: UpdateParams }, async (p) => {
+    server.setRequestHandler("tasks/update", { params: UpdateParams }, async (p, ctx) => {
+      declared(ctx);
       await find(p.taskId);
       return {} as never;
     });

@@ -135,13 +135,27 @@ describe("2026-07-28 tasks extension", () => {
     expect(got.result.structuredContent).toEqual({ slept_ms: 1600 });
   });
 
-  it("tasks/cancel cancels the run; tasks/update is acknowledged", async () => {
+  it("tasks/cancel cancels the run with an empty acknowledgement, again too; tasks/update is acknowledged", async () => {
     const created = (await modern("tools/call", { name: "demo.sleep", arguments: { ms: 30_000 } })).result as Obj;
     expect(created.resultType).toBe("task");
     expect((await modern("tasks/update", { taskId: created.taskId, inputResponses: {} })).result).toBeDefined();
-    const cancelled = (await modern("tasks/cancel", { taskId: created.taskId })).result as Obj;
-    expect(cancelled.status).toBe("cancelled");
+    const ack = (await modern("tasks/cancel", { taskId: created.taskId })).result as Obj;
+    expect(ack.taskId).toBeUndefined();
+    expect(ack.status).toBeUndefined();
     expect(await runState(created.taskId)).toBe("canceled");
+    expect(((await modern("tasks/get", { taskId: created.taskId })).result as Obj).status).toBe("cancelled");
+    const again = (await modern("tasks/cancel", { taskId: created.taskId })).result as Obj;
+    expect(again.status).toBeUndefined();
+  });
+
+  it("a request that does not declare the extension gets -32021 from the task methods", async () => {
+    const created = (await modern("tools/call", { name: "demo.sleep", arguments: { ms: 2000 } })).result as Obj;
+    for (const [method, params] of [["tasks/get", {}], ["tasks/cancel", {}], ["tasks/update", { inputResponses: {} }]] as const) {
+      const res = await modern(method, { taskId: created.taskId, ...params }, false);
+      expect(res.error.code).toBe(-32021);
+      expect(res.error.data.requiredCapabilities).toEqual({ extensions: { [TASKS]: {} } });
+    }
+    expect(await runState(created.taskId)).not.toBe("canceled");
   });
 
   it("a forged task id is an error, never a 500", async () => {
