@@ -41,6 +41,7 @@ export const ISOLATED = [
   // They set FABRIC_LLM_* for the fabric they start (llm.chat reads its endpoint from the environment).
   "handlers/llm/test/chat.test.ts",
   "handlers/llm/test/planner.test.ts",
+  "handlers/llm/test/planner-policy.test.ts",
   "handlers/llm/test/scripted.test.ts",
   "plugins/telemetry/test/**/*.test.ts",
   "sdk/test/**/*.test.ts",

@@ -1,113 +1,16 @@
 /**
  * llm.planner through a whole fabric (core's fabricFixture) against the scripted OpenAI-compatible stand-in on real
- * loopback HTTP: the calls a three-subtask plan makes, parallel waves, repairs, bounds, budgets, plan approval through
- * a Cedar policy, recovery, and a model that answers valid nonsense.
+ * loopback HTTP: the calls a three-subtask plan makes, parallel waves, repairs, bounds, budgets, recovery, cancel,
+ * plans as data, and a model that answers valid nonsense (planner-policy.test.ts: approvals and Cedar).
  */
 import { describe, it, expect, beforeAll, afterAll, beforeEach } from "vitest";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { defineAtomic, HandlerError } from "@nodefabric/sdk";
 import { fabricFixture, type FabricFixture } from "@nodefabric/core/testing";
 import { startLlmStandIn, type ChatRequestBody, type LlmStandIn, type StandInStep } from "@nodefabric/sdk/testing";
 import { llmChat, llmPlanner, planApproval, resetLlmConfig } from "../src/index.js";
-
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-const started: Record<string, number[]> = {};
-function tool(id: string, side: "read" | "write" | "irreversible", props: Record<string, unknown>, description: string, run: (i: Json) => Json, delayMs = 0) {
-  return defineAtomic<Json, Json>({
-    nodeType: {
-      node_type_id: id,
-      version: "1.0.0",
-      description,
-      input_schema: { type: "object", properties: props, required: Object.keys(props), additionalProperties: false },
-      output_schema: { type: "object" },
-      constraints: { gates: { side_effect_class: side } },
-    },
-    async handler(inputs) {
-      (started[id] ??= []).push(Date.now());
-      if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
-      return run(inputs);
-    },
-  });
-}
-
-const weather = tool("test.weather", "read", { city: { type: "string", minLength: 1 } }, "Current weather in a city: temperature in celsius", (i) => ({ temp_c: i.city.length }), 300);
-const fx = tool("test.fx", "read", { from: { type: "string" }, to: { type: "string" } }, "Exchange rate between two currencies", () => ({ rate: 1.1 }), 300);
-const report = tool("test.report", "write", { text: { type: "string" } }, "Write a report from a text", (i) => ({ chars: i.text.length }));
-const broken = defineAtomic<Json, Json>({
-  nodeType: {
-    node_type_id: "test.broken",
-    version: "1.0.0",
-    description: "Deliver a text, but always fails",
-    input_schema: { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false },
-    output_schema: { type: "object" },
-    constraints: { gates: { side_effect_class: "read" } },
-  },
-  handler() {
-    throw new HandlerError("broken", "this tool always fails", { retryable: false });
-  },
-});
-let flakyCalls = 0;
-const flaky = defineAtomic<Json, Json>({
-  nodeType: {
-    node_type_id: "test.flaky",
-    version: "1.0.0",
-    description: "Deliver a text; fails the first time",
-    input_schema: { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false },
-    output_schema: { type: "object" },
-    constraints: { gates: { side_effect_class: "read" } },
-  },
-  handler() {
-    if (flakyCalls++ === 0) throw new HandlerError("flaky", "failed the first time", { retryable: false });
-    return { delivered: true };
-  },
-});
-const pay = tool("test.pay", "irreversible", { amount: { type: "number" } }, "Send a payment of an amount", () => ({ sent: true }));
-
-const TOOLS = ["test.weather", "test.fx", "test.report"];
-const PLAN3 = {
-  subtasks: [
-    { id: "w", goal: "current weather in Oslo", after: [] },
-    { id: "x", goal: "exchange rate EUR to NOK", after: [] },
-    { id: "r", goal: "write a report of weather and rate", after: ["w", "x"] },
-  ],
-};
-
-/** What the scripted model answers, by the planner's purpose (the schema name) and what the prompt holds. */
-function brain(overrides: Partial<Record<string, (body: ChatRequestBody, first: Json) => StandInStep | undefined>> = {}) {
-  return (body: ChatRequestBody): StandInStep | undefined => {
-    const name = body.response_format?.json_schema?.name ?? body.tools?.[0]?.function.name;
-    const firstUser = (body.messages ?? []).find((m) => m.role === "user");
-    let first: Json = {};
-    try {
-      first = JSON.parse(String(firstUser?.content ?? "{}"));
-    } catch {
-      /* not JSON */
-    }
-    const o = overrides[name ?? ""]?.(body, first);
-    if (o) return o;
-    switch (name) {
-      case "plan":
-        return { content: PLAN3 };
-      case "choose": {
-        const id = first.subtask.id as string;
-        return { content: { choice: { w: "test.weather@1.0.0", x: "test.fx@1.0.0", r: "test.report@1.0.0" }[id] ?? first.tools[0].name, reason: "fits" } };
-      }
-      case "inputs": {
-        const sys = String(body.messages?.[0]?.content ?? "");
-        if (sys.includes("test.weather")) return { content: { city: "Oslo" } };
-        if (sys.includes("test.fx")) return { content: { from: "EUR", to: "NOK" } };
-        if (sys.includes("test.report")) return { content: { text: JSON.stringify(first.earlier_results) } };
-        return { content: {} };
-      }
-      case "evaluate":
-        return { content: { summary: "Oslo is mild and the rate is 1.1.", success: true, recovery: [] } };
-    }
-    return undefined;
-  };
-}
+import { brain, broken, flaky, fx, pay, report, resetFlaky, started, TOOLS, weather, type Json } from "./support/planner-kit.js";
 
 let fabric: FabricFixture;
 let llm: LlmStandIn;
@@ -262,7 +165,7 @@ describe("llm.planner", () => {
   });
 
   it("recovers with retry: the same node type and inputs as a new child, recorded as an evaluation", async () => {
-    flakyCalls = 0;
+    resetFlaky();
     let evaluated = 0;
     respond = brain({
       plan: () => ({ content: { subtasks: [{ id: "f", goal: "deliver a text", after: [] }] } }),
@@ -405,153 +308,5 @@ describe("llm.planner", () => {
     expect(run.state).toBe("failed");
     expect(["planner_invalid_output", "no_candidate", "planner_bound_exceeded"]).toContain(rootError(run).code);
     expect(llm.calls.length).toBeLessThanOrEqual(3);
-  });
-});
-
-describe("llm.planner under a policy", () => {
-  let gov: FabricFixture;
-  let policyDir: string;
-  beforeAll(async () => {
-    policyDir = mkdtempSync(path.join(os.tmpdir(), "llm-planner-policy-"));
-    const policy = path.join(policyDir, "policy.cedar");
-    writeFileSync(
-      policy,
-      [
-        '@id("approve-gated")',
-        '@require_approval("true")',
-        'permit(principal, action == NodeFabric::Action::"node.run.execute", resource) when { context.require_approval };',
-        '@id("no-expensive-model")',
-        'forbid(principal, action, resource) when { context has labels && context.labels has "nodefabric.llm.profile" && context.labels["nodefabric.llm.profile"] == "expensive" };',
-        '@id("no-irreversible")',
-        'forbid(principal, action, resource) when { context has side_effect_class && context.side_effect_class == "irreversible" };',
-        '@id("allow-rest")',
-        "permit(principal, action, resource) unless { context.require_approval && action == NodeFabric::Action::\"node.run.execute\" };",
-        "",
-      ].join("\n"),
-    );
-    gov = await fabricFixture({ definitions: [llmChat, llmPlanner, planApproval, weather, fx, report, pay, broken], policy });
-  });
-  afterAll(async () => {
-    await gov?.close();
-    rmSync(policyDir, { recursive: true, force: true });
-  });
-
-  async function start(input: Json): Promise<Json> {
-    const res = await fetch(`${gov.urls["run-gateway"]}/v1/runs`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ root_node_type_ref: { node_type_id: "llm.planner", version: "1.0.0" }, input }),
-    });
-    const body: Json = await res.json();
-    expect(res.status, JSON.stringify(body)).toBeLessThan(300);
-    return body.run ?? body;
-  }
-  async function pendingApproval(runId: string): Promise<Json> {
-    for (let i = 0; i < 200; i++) {
-      const list: Json[] = await (await fetch(`${gov.urls["run-gateway"]}/v1/approvals?run_id=${runId}&state=pending`)).json();
-      if (list.length > 0) return list[0];
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`no approval was requested: ${JSON.stringify((await gov.events(runId)).map((e: Json) => [e.type, e.data]))}`);
-  }
-  async function ended(runId: string): Promise<Json> {
-    for (let i = 0; i < 300; i++) {
-      const run: Json = await (await fetch(`${gov.urls["run-gateway"]}/v1/runs/${runId}`)).json();
-      if (["completed", "failed", "canceled"].includes(run.state)) return run;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error("the run did not end");
-  }
-
-  it("waits for one approval of the plan: nothing runs before it; approve continues", async () => {
-    const run = await start({ goal: "Report Oslo's weather and the EUR/NOK rate", allowed_node_type_ids: TOOLS, require_approval: true });
-    const approval = await pendingApproval(run.run_id);
-    expect(approval.node_type_ref.node_type_id).toBe("llm.plan-approval");
-    const nrs: Json[] = await gov.nodeRuns(run.run_id);
-    const waiting = nrs.find((n) => n.node_run_id === approval.node_run_id);
-    expect(waiting.inputs.steps.map((s: Json) => [s.node_type, s.side_effect_class])).toEqual([
-      ["test.weather@1.0.0", "read"],
-      ["test.fx@1.0.0", "read"],
-      ["test.report@1.0.0", "write"],
-    ]);
-    expect(waiting.inputs.side_effects).toEqual(["read", "write"]);
-    await new Promise((r) => setTimeout(r, 300));
-    const before = llm.calls.length;
-    expect(purposes()).toEqual(["plan", "choose", "choose", "choose"]);
-    expect(started["test.weather"]).toBeUndefined();
-    const res = await fetch(`${gov.urls["run-gateway"]}/v1/approvals/${approval.approval_id}:approve`, { method: "POST" });
-    expect(res.status).toBe(204);
-    const done = await ended(run.run_id);
-    expect(done.state).toBe("completed");
-    expect(llm.calls.length).toBe(before + 4);
-  });
-
-  it("reject ends the run with the reason", async () => {
-    const run = await start({ goal: "Report Oslo's weather and the EUR/NOK rate", allowed_node_type_ids: TOOLS, require_approval: true });
-    const approval = await pendingApproval(run.run_id);
-    const res = await fetch(`${gov.urls["run-gateway"]}/v1/approvals/${approval.approval_id}:reject`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ reason: "not today" }),
-    });
-    expect(res.status).toBe(204);
-    const done = await ended(run.run_id);
-    expect(done.state).toBe("failed");
-    expect(rootError(done).code).toBe("approval_rejected");
-    expect(JSON.stringify(rootError(done))).toContain("not today");
-    expect(started["test.weather"]).toBeUndefined();
-  });
-
-  it("a node type with irreversible side effects is refused by Cedar, with the decision recorded", async () => {
-    respond = brain({
-      plan: () => ({ content: { subtasks: [{ id: "p", goal: "send a payment", after: [] }] } }),
-      inputs: () => ({ content: { amount: 10 } }),
-      evaluate: () => ({ content: { summary: "the payment was refused", success: false, recovery: [] } }),
-    });
-    const run = await start({ goal: "pay", allowed_node_type_ids: ["test.pay"] });
-    const done = await ended(run.run_id);
-    const out = done.extensions["nodefabric.outputs"];
-    expect(done.state, JSON.stringify(rootError(done))).toBe("completed");
-    expect(out.success).toBe(false);
-    expect(out.child_node_runs[0]).toMatchObject({ subtask_id: "p", state: "failed", error: { code: "policy_denied" } });
-    const events: Json[] = await gov.events(run.run_id);
-    expect(events.some((e) => e.type === "policy_decided" && e.data.decision === "deny" && e.node_run_id === out.child_node_runs[0].node_run_id)).toBe(true);
-    expect(started["test.pay"]).toBeUndefined();
-  });
-
-  it("Cedar denies a model profile: the model call is refused before it is sent, with the decision recorded", async () => {
-    const run = await start({ goal: "Oslo weather", allowed_node_type_ids: TOOLS, profile: "expensive" });
-    const done = await ended(run.run_id);
-    expect(done.state).toBe("failed");
-    expect(rootError(done)).toMatchObject({ code: "policy_denied" });
-    expect(llm.calls).toHaveLength(0);
-    const events: Json[] = await gov.events(run.run_id);
-    const nrs: Json[] = await gov.nodeRuns(run.run_id);
-    const chat = nrs.find((n) => n.node_type_ref.node_type_id === "llm.chat");
-    const decided = events.find((e) => e.type === "policy_decided" && e.node_run_id === chat.node_run_id);
-    expect(decided.data).toMatchObject({ action: "node.run.create", decision: "deny", reason_code: "denied_by:no-expensive-model" });
-    expect(chat.extensions["nodefabric.metadata"].labels).toMatchObject({
-      "nodefabric.llm.purpose": "plan",
-      "nodefabric.llm.profile": "expensive",
-      "nodefabric.llm.endpoint": new URL(llm.url).host,
-      "nodefabric.llm.reserved_tokens": expect.stringMatching(/^\d+$/),
-    });
-  });
-
-  it("ask_user waits for a person; approving accepts the failure and the run completes", async () => {
-    let evaluated = 0;
-    respond = brain({
-      plan: () => ({ content: { subtasks: [{ id: "b", goal: "deliver a text", after: [] }] } }),
-      inputs: () => ({ content: { text: "x" } }),
-      evaluate: () => (evaluated++ === 0 ? { content: { summary: "it broke", success: false, recovery: [{ subtask_id: "b", action: "ask_user", reason: "should we go on without it?" }] } } : { content: { summary: "went on without it", success: false, recovery: [] } }),
-    });
-    const run = await start({ goal: "deliver", allowed_node_type_ids: ["test.broken"] });
-    const approval = await pendingApproval(run.run_id);
-    const nrs: Json[] = await gov.nodeRuns(run.run_id);
-    expect(nrs.find((n) => n.node_run_id === approval.node_run_id).inputs.question).toBe("should we go on without it?");
-    expect((await fetch(`${gov.urls["run-gateway"]}/v1/approvals/${approval.approval_id}:approve`, { method: "POST" })).status).toBe(204);
-    const done = await ended(run.run_id);
-    expect(done.state, JSON.stringify(rootError(done))).toBe("completed");
-    expect(done.extensions["nodefabric.outputs"]).toMatchObject({ success: false, planner_summary: "went on without it", child_node_runs: [{ subtask_id: "b", state: "failed", recovery: "ask_user: accepted" }] });
   });
 });
