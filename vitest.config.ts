@@ -38,6 +38,7 @@ export const ISOLATED = [
   // They set FABRIC_MCP_SERVERS and start the operator's stdio servers, a pool the module keeps.
   "handlers/mcp/test/mcp-stdio.test.ts",
   "handlers/mcp/test/mcp-reference-servers.test.ts",
+  "handlers/mcp/test/mcp-stdio-config.test.ts",
   // They set FABRIC_LLM_* for the fabric they start (llm.chat reads its endpoint from the environment).
   "handlers/llm/test/chat.test.ts",
   "handlers/llm/test/planner.test.ts",

@@ -9,7 +9,12 @@
 import { defineAtomic, HandlerError, type AtomicContext, type JsonObject } from "@nodefabric/sdk";
 import { compileMcpConfig, MCP_EXTENSION, type McpConfig } from "./mcp-config.js";
 import { callMcpTool } from "./tool-call.js";
-import type { StdioServerPool } from "./stdio-servers.js";
+import { STDIO_SERVERS_ENV, stdioServersFromEnvironment, type StdioServerPool } from "./stdio-servers.js";
+
+// The operator's stdio servers are checked when the executor loads this package: a bad FABRIC_MCP_SERVERS file stops
+// the start of an executor that names the package (or leaves a discovered one out, with the reason in its health),
+// rather than failing every call later. The servers themselves start on their first call.
+if (process.env[STDIO_SERVERS_ENV]) stdioServersFromEnvironment();
 
 type NodeTypeOfContext = AtomicContext["nodeType"];
 
