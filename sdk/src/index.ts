@@ -6,6 +6,7 @@
  */
 export { defineAtomic, isAtomicDefinition, isDefinition, SDK_VERSION, DEFINITION_BRAND } from "./define-atomic.js";
 export { HandlerError, type HandlerErrorOptions } from "./handler-error.js";
+export { compiledPerNodeType } from "./node-type-config.js";
 export { defineComposite, isCompositeDefinition } from "./define-composite.js";
 export { defineAtomicSet, isAtomicSet, ATOMIC_SET_BRAND } from "./define-atomic-set.js";
 export { ChildFailedError } from "./child-failed-error.js";

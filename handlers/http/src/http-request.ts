@@ -20,7 +20,7 @@
  * refused unless the executor's `executor.egress` allows them), and a secret is handed out only for a host the
  * operator bound it to (`executor.secret_hosts`). A node type's `allowed_hosts` only narrows that.
  */
-import { defineAtomic, HandlerError, OPENAPI_EXTENSION, retryAfterMs, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/sdk";
+import { compiledPerNodeType, defineAtomic, HandlerError, OPENAPI_EXTENSION, retryAfterMs, type AtomicContext, type HandlerEgress, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/sdk";
 import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";
@@ -45,24 +45,7 @@ function egressOf(ctx: AtomicContext): HandlerEgress {
   return egress;
 }
 
-// One compiled configuration (or its error) per NodeType object: the executor hands the same object to every
-// execution of a node type, and a published version never changes.
-const compiled = new WeakMap<object, HttpConfig | HandlerError>();
-
-function configOf(nodeType: NodeTypeOfContext): HttpConfig {
-  let config = compiled.get(nodeType);
-  if (!config) {
-    try {
-      config = compileHttpConfig(nodeType, nodeType.extensions?.[HTTP_EXTENSION]);
-    } catch (err) {
-      if (!HandlerError.is(err)) throw err;
-      config = err;
-    }
-    compiled.set(nodeType, config);
-  }
-  if (config instanceof Error) throw config;
-  return config;
-}
+const configOf = compiledPerNodeType((nodeType: NodeTypeOfContext): HttpConfig => compileHttpConfig(nodeType, nodeType.extensions?.[HTTP_EXTENSION]));
 
 function nameOf(ref: NodeTypeRef): string {
   return `${ref.node_type_id}@${ref.version}`;

@@ -6,7 +6,7 @@
  *
  * Called directly, with no node type of its own naming a server, it is refused.
  */
-import { defineAtomic, HandlerError, type AtomicContext, type JsonObject } from "@nodefabric/sdk";
+import { compiledPerNodeType, defineAtomic, HandlerError, type AtomicContext, type JsonObject } from "@nodefabric/sdk";
 import { compileMcpConfig, MCP_EXTENSION, type McpConfig } from "./mcp-config.js";
 import { callMcpTool } from "./tool-call.js";
 import { STDIO_SERVERS_ENV, stdioServersFromEnvironment, type StdioServerPool } from "./stdio-servers.js";
@@ -18,25 +18,8 @@ if (process.env[STDIO_SERVERS_ENV]) stdioServersFromEnvironment();
 
 type NodeTypeOfContext = AtomicContext["nodeType"];
 
-// One compiled configuration (or its error) per NodeType object: the executor hands the same object to every
-// execution of a node type, and a published version never changes.
-const compiled = new WeakMap<object, McpConfig | HandlerError>();
-
 /** The checked `nodefabric.mcp` of a node type. */
-export function configOf(nodeType: NodeTypeOfContext): McpConfig {
-  let config = compiled.get(nodeType);
-  if (!config) {
-    try {
-      config = compileMcpConfig(nodeType, nodeType.extensions?.[MCP_EXTENSION]);
-    } catch (err) {
-      if (!HandlerError.is(err)) throw err;
-      config = err;
-    }
-    compiled.set(nodeType, config);
-  }
-  if (config instanceof Error) throw config;
-  return config;
-}
+export const configOf = compiledPerNodeType((nodeType: NodeTypeOfContext): McpConfig => compileMcpConfig(nodeType, nodeType.extensions?.[MCP_EXTENSION]));
 
 /**
  * The handler of node types whose `nodefabric.mcp` names the server and tool; `stdioServers` is where stdio servers
