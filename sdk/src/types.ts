@@ -97,6 +97,13 @@ export interface AtomicContext {
    * counted whether the handler succeeds or fails, and a run whose total passes `max_cost` fails with `budget_exceeded`.
    */
   reportCost(amount: number): void;
+  /**
+   * Reports how far this execution is: `progress` (growing), `total` when known, and a short `message`. The run
+   * records it as a `node_run_progress` event (an extension), which event streams, the console and the fabric's MCP
+   * server pass on. Best effort: reports are coalesced (at most about four a second reach the coordinator, the latest
+   * one kept), and dropped when the executor was given nowhere to send them.
+   */
+  reportProgress(progress: number, total?: number, message?: string): void;
   /** Egress-checked `fetch` and host-bound secrets (`executor.egress`, `executor.secret_hosts`); see HandlerEgress. */
   readonly egress: HandlerEgress;
   /** The constraint envelope in force for this NodeRun (budgets, gates, extensions), when the coordinator sent one. */

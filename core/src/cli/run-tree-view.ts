@@ -122,6 +122,12 @@ export class RunTreeView {
         r.state = "queued";
         r.note = typeof data.attempt === "number" ? `retry, attempt ${data.attempt}` : "retrying";
         return;
+      case "node_run_progress": {
+        if (TERMINAL.has(r.state)) return;
+        const of = typeof data.total === "number" ? `/${data.total}` : "";
+        r.note = typeof data.message === "string" ? data.message : typeof data.progress === "number" ? `progress ${data.progress}${of}` : undefined;
+        return;
+      }
       case "approval_requested":
         r.note = typeof data.approval_id === "string" ? `awaiting approval ${data.approval_id}` : "awaiting approval";
         return;

@@ -60,6 +60,11 @@ export class CoordinatorClient {
     await this.http.json("POST", path(nodeRunId, ":evaluation"), body, { headers: auth(token) });
   }
 
+  /** POST /v1/node-runs/{id}:progress (an extension): how far an atomic execution is. */
+  async reportProgress(nodeRunId: string, body: { progress: number; total?: number; message?: string }, token?: string): Promise<void> {
+    await this.http.json("POST", path(nodeRunId, ":progress"), body, { headers: auth(token) });
+  }
+
   /** POST /v1/node-runs/{id}:complete (409 node_run_terminal when it has already ended). */
   async completeNodeRun(nodeRunId: string, body: NodeRunCompleteRequest, token?: string): Promise<void> {
     await this.http.json("POST", path(nodeRunId, ":complete"), body, { headers: auth(token) });

@@ -164,6 +164,11 @@ export class Dispatcher {
       inputs: nr.node_run.inputs ?? {},
       extensions: { "nodefabric.attempt": nr.attempt, "nodefabric.deadline": new Date(deadline).toISOString() },
     };
+    // Where the executor reports progress (POST /v1/node-runs/{id}:progress), with a token acting for this NodeRun.
+    if (this.coordinatorEndpoint) {
+      body.extensions!["nodefabric.coordinator_endpoint"] = this.coordinatorEndpoint;
+      body.extensions!["nodefabric.assignment_token"] = await this.core.tokens.mint({ run_id: nr.run_id, node_run_id: nr.node_run_id });
+    }
     if (Object.keys(plan.constraints).length > 0) body.constraints = plan.constraints;
     if (run.run.run_context) body.run_context = run.run.run_context;
     const key = `${nr.node_run_id}:${nr.attempt}`;

@@ -26,8 +26,21 @@ interface PendingAnswer extends ExecutorAnswer {
   done: { resolve: () => void; reject: (err: unknown) => void };
 }
 
+/** What `POST /v1/node-runs/{id}:progress` carries: how far an execution is, as MCP's progress notifications say it. */
+export interface ProgressReport {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** At most this many `node_run_progress` events per NodeRun, and not closer together than PROGRESS_MIN_INTERVAL_MS. */
+export const PROGRESS_MAX_EVENTS = 1000;
+export const PROGRESS_MIN_INTERVAL_MS = 100;
+
 export class Results {
   private readonly pending = new Map<string, PendingAnswer[]>();
+  /** When each NodeRun last reported progress, and how many events it has had (in memory, oldest dropped first). */
+  private readonly progressSeen = new Map<string, { at: number; count: number }>();
   private readonly outputValidators = new Map<string, ValidateFunction>();
 
   constructor(
@@ -202,6 +215,32 @@ export class Results {
    * POST /v1/node-runs/{id}:evaluation. Composites evaluate children after they end, so an ended NodeRun takes the
    * report; it records the evaluation only, and never changes the NodeRun's state, outputs or error.
    */
+  /**
+   * Records what an executor reports about an execution in progress as a `node_run_progress` event (an extension
+   * event type). Only the NodeRun's own assignment token (sent with its execute request) or a service token may
+   * report; reports for a NodeRun that is not running are dropped, and so are those past PROGRESS_MAX_EVENTS or
+   * closer than PROGRESS_MIN_INTERVAL_MS to the previous one (the last one before the end is kept by the executor).
+   * True when an event was written.
+   */
+  async progress(nodeRunId: string, report: ProgressReport, caller: Caller = {}): Promise<boolean> {
+    if (caller.assignment && caller.assignment.node_run_id !== nodeRunId) throw assignmentRefused(caller, `node run ${nodeRunId}`);
+    const found = await this.core.getNodeRunRecord(nodeRunId, caller);
+    const now = Date.now();
+    const seen = this.progressSeen.get(nodeRunId);
+    if (seen && (seen.count >= PROGRESS_MAX_EVENTS || now - seen.at < PROGRESS_MIN_INTERVAL_MS)) return false;
+    return this.core.withLock(found.run_id, async () => {
+      const nr = await this.core.store.getNodeRun(nodeRunId);
+      if (!nr || nr.state !== "running") return false;
+      const data: Record<string, unknown> = { progress: report.progress, attempt: nr.attempt };
+      if (report.total !== undefined) data.total = report.total;
+      if (report.message !== undefined) data.message = report.message;
+      await this.core.write({ events: [event("node_run_progress", nr.run_id, nr.node_run_id, data)] });
+      this.progressSeen.set(nodeRunId, { at: now, count: (seen?.count ?? 0) + 1 });
+      if (this.progressSeen.size > 10_000) this.progressSeen.delete(this.progressSeen.keys().next().value!);
+      return true;
+    });
+  }
+
   async evaluation(nodeRunId: string, req: NodeRunEvaluationReportRequest, caller: Caller = {}): Promise<void> {
     const found = await this.core.getNodeRunRecord(nodeRunId, caller);
     await this.core.withLock(found.run_id, async () => {

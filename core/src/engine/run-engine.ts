@@ -12,7 +12,7 @@ import type { NodeRun, NodeRunCompleteRequest, NodeRunEvaluationReportRequest, N
 import type { NodeRunRecord, RunRecord } from "../store/run-store.js";
 import { EngineCore } from "./engine-core.js";
 import { Dispatcher } from "./dispatch.js";
-import { Results } from "./results.js";
+import { Results, type ProgressReport } from "./results.js";
 import { Children } from "./children.js";
 import { RunLifecycle } from "./run-lifecycle.js";
 import type { EventHub } from "./event-hub.js";
@@ -175,6 +175,11 @@ export class RunEngine {
   /** POST /v1/node-runs/{id}:complete. */
   completeNodeRun(nodeRunId: string, req: NodeRunCompleteRequest, caller: Caller = {}): Promise<void> {
     return this.results.complete(nodeRunId, req, caller).catch(movedAway);
+  }
+
+  /** POST /v1/node-runs/{id}:progress: true when a `node_run_progress` event was written. */
+  reportProgress(nodeRunId: string, report: ProgressReport, caller: Caller = {}): Promise<boolean> {
+    return this.results.progress(nodeRunId, report, caller).catch(movedAway);
   }
 
   /** POST /v1/node-runs/{id}:evaluation. */

@@ -80,6 +80,7 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
     { method: "GET", path: "/v1/node-runs/{node_run_id}/events", scope: "runs:read", assignment: true },
     { method: "POST", path: "/v1/node-runs/{node_run_id}:evaluation", scope: "node-runs:write", assignment: true },
     { method: "POST", path: "/v1/node-runs/{node_run_id}:complete", scope: "node-runs:write", assignment: true },
+    { method: "POST", path: "/v1/node-runs/{node_run_id}:progress", scope: "node-runs:write", assignment: true },
   ],
   "atomic-executor": [
     { method: "POST", path: "/v1/atomic-node-runs:execute", scope: "executions:write" },

@@ -165,6 +165,14 @@ const COORDINATOR_DOCS: Record<string, RouteDoc> = {
     tags: ["node-runs"],
     answers: { 204: NO_CONTENT, 404: NOT_FOUND_NODE_RUN, 409: { description: "`node_run_terminal`: the NodeRun has already ended.", schema: "error_envelope" } },
   },
+  "POST /v1/node-runs/{node_run_id}:progress": {
+    operationId: "reportNodeRunProgress",
+    summary: "Report the progress of an atomic execution (extension)",
+    tags: ["node-runs"],
+    description:
+      "An executor reports `{ progress, total?, message? }` with the NodeRun's assignment token; it is recorded as a `node_run_progress` event while the NodeRun is running, and dropped otherwise or when reported too often.",
+    answers: { 204: NO_CONTENT, 404: NOT_FOUND_NODE_RUN },
+  },
 };
 
 const EXECUTOR_DOCS: Record<string, RouteDoc> = {

@@ -21,3 +21,18 @@ export const eventsQuery = {
     types: { type: "string", pattern: "^[a-z_]+(,[a-z_]+)*$", maxLength: 512 },
   },
 } as const;
+
+/**
+ * The body of `POST /v1/node-runs/{id}:progress` (an extension): how far an execution is, as MCP progress
+ * notifications say it (`progress` grows; `total` when known; a short `message`).
+ */
+export const progressBody = {
+  type: "object",
+  additionalProperties: false,
+  required: ["progress"],
+  properties: {
+    progress: { type: "number", minimum: 0 },
+    total: { type: "number", minimum: 0 },
+    message: { type: "string", maxLength: 1024 },
+  },
+} as const;

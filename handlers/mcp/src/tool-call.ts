@@ -263,6 +263,16 @@ function textOf(result: CallToolResult): string {
   return joined.length > 500 ? `${joined.slice(0, 500)}…` : joined;
 }
 
+/** Passes an upstream progress notification on as the NodeRun's progress; one a server sends malformed is skipped. */
+function reportUpstreamProgress(ctx: AtomicContext, p: { progress: number; total?: number; message?: string }): void {
+  if (typeof p.progress !== "number" || !Number.isFinite(p.progress) || p.progress < 0) return;
+  const total = typeof p.total === "number" && Number.isFinite(p.total) && p.total >= 0 ? p.total : undefined;
+  const message = typeof p.message === "string" ? p.message : undefined;
+  // Executors from before ctx.reportProgress have none: the progress is then only logged.
+  if (typeof ctx.reportProgress === "function") ctx.reportProgress(p.progress, total, message);
+  ctx.log.debug({ progress: p.progress, total, message }, "mcp progress");
+}
+
 /** Runs one execution: calls the tool `config` names with `inputs`. */
 export async function callMcpTool(config: McpConfig, inputs: JsonObject, ctx: AtomicContext, pool?: StdioServerPool): Promise<JsonObject> {
   const connection = config.url ? await connectHttp(config, ctx) : await connectStdio(config, ctx, pool ?? operatorStdioServers());
@@ -277,7 +287,9 @@ export async function callMcpTool(config: McpConfig, inputs: JsonObject, ctx: At
           timeout,
           maxTotalTimeout: timeout,
           signal: ctx.signal,
-          onprogress: (p) => ctx.log.info({ progress: p.progress, total: p.total, message: p.message }, "mcp progress"),
+          // The server's progress notifications become the run's node_run_progress events (ctx.reportProgress
+          // throttles them); the SDK also resets the request's time-out on each, bounded by maxTotalTimeout.
+          onprogress: (p) => reportUpstreamProgress(ctx, p),
           ...(tool ? { toolDefinition: tool as never } : {}),
         },
       )) as CallToolResult;

@@ -116,7 +116,7 @@ async function serveOverHttp(factory: () => McpServer | Server, options: StartOp
   };
 }
 
-async function call(method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Json }> {
+export async function call(method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Json }> {
   const res = await fetch(url, {
     method,
     headers: body === undefined ? headers : { "content-type": "application/json", ...headers },

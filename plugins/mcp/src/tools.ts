@@ -114,7 +114,11 @@ export class ProgressThrottle {
     else if (e.type === "approval_requested") message = `waiting for approval ${String(data.approval_id ?? "")}`.trim();
     else if (e.type === "approval_resolved") message = `approval ${String(data.approval_id ?? "")} ${String(data.decision ?? data.state ?? "resolved")}`;
     else if (e.type === "node_run_retrying") message = `NodeRun ${e.node_run_id ?? ""} retrying`;
-    else if ((e.type as string) === "progress" || (e.type as string) === "node_run_progress") message = typeof data.message === "string" ? data.message : "progress";
+    else if (e.type === "node_run_progress") {
+      // An executor's report (an upstream MCP server's progress, for mcp.call): its message, else "progress/total".
+      const of = typeof data.total === "number" ? `/${data.total}` : "";
+      message = typeof data.message === "string" ? data.message : typeof data.progress === "number" ? `progress ${data.progress}${of}` : "progress";
+    }
     if (message === undefined) return;
     this.count += 1;
     this.offer({ progress: this.count, message });

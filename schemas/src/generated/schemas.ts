@@ -1593,7 +1593,7 @@ export const schemas = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://nodefabric.dev/schemas/v1/run_event_type.schema.json",
     "title": "RunEventType",
-    "description": "The kind of a RunEvent: the ten ARP types plus NodeFabric's node-run lifecycle and approval events.",
+    "description": "The kind of a RunEvent: the ten ARP types plus NodeFabric's node-run lifecycle, approval and progress events.",
     "type": "string",
     "enum": [
       "run_started",
@@ -1611,7 +1611,8 @@ export const schemas = {
       "node_run_completed",
       "node_run_retrying",
       "approval_requested",
-      "approval_resolved"
+      "approval_resolved",
+      "node_run_progress"
     ]
   },
   run_list: {

@@ -88,6 +88,57 @@ export interface ExecuteOptions {
   traceUpstream?: UpstreamTracer;
   /** Told when a handler is left running past its deadline, and again when it finally settles. */
   onAbandoned?: (delta: 1 | -1) => void;
+  /** Where `ctx.reportProgress` goes, already throttled (at most one call per PROGRESS_INTERVAL_MS, the latest kept). */
+  onProgress?: (report: ProgressReport) => void;
+}
+
+/** What `ctx.reportProgress` reports. */
+export interface ProgressReport {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** The shortest time between two progress reports passed on by an execution. */
+export const PROGRESS_INTERVAL_MS = 250;
+
+/**
+ * Passes progress reports on at most once per PROGRESS_INTERVAL_MS: the first at once, then the latest of those that
+ * came in between; nothing after `stop()`.
+ */
+function progressThrottle(send: ((report: ProgressReport) => void) | undefined): { report(r: ProgressReport): void; stop(): void } {
+  let last = 0;
+  let pending: ProgressReport | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const flush = () => {
+    timer = undefined;
+    if (stopped || !pending || !send) return;
+    const r = pending;
+    pending = undefined;
+    last = Date.now();
+    try {
+      send(r);
+    } catch {
+      // Best effort: a report that cannot be sent is dropped.
+    }
+  };
+  return {
+    report(r) {
+      if (stopped || !send) return;
+      pending = r;
+      const wait = last + PROGRESS_INTERVAL_MS - Date.now();
+      if (wait <= 0) flush();
+      else if (!timer) {
+        timer = setTimeout(flush, wait);
+        timer.unref?.();
+      }
+    },
+    stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
 }
 
 type Outcome = { kind: "returned"; value: unknown } | { kind: "threw"; error: unknown } | { kind: "stopped" };
@@ -246,6 +297,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   let fetchFn: typeof globalThis.fetch | undefined;
   let requestFn: AtomicContext["request"] | undefined;
   let egress: AtomicContext["egress"] | undefined;
+  const progress_ = progressThrottle(options.onProgress);
   const ctx: AtomicContext = {
     run_id: request.run_id,
     node_run_id: request.node_run_id,
@@ -274,6 +326,18 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
       }
       cost += amount;
     },
+    reportProgress(progress: number, total?: number, message?: string) {
+      if (typeof progress !== "number" || !Number.isFinite(progress) || progress < 0) {
+        throw new TypeError(`ctx.reportProgress takes a finite progress of at least 0, not ${String(progress)}`);
+      }
+      if (total !== undefined && (typeof total !== "number" || !Number.isFinite(total) || total < 0)) {
+        throw new TypeError(`ctx.reportProgress takes a finite total of at least 0, not ${String(total)}`);
+      }
+      const r: ProgressReport = { progress };
+      if (total !== undefined) r.total = total;
+      if (typeof message === "string" && message !== "") r.message = message.length > 1024 ? message.slice(0, 1023) + "…" : message;
+      progress_.report(r);
+    },
   };
 
   const handler = (loaded.definition as AtomicDefinition<unknown, unknown>).handler;
@@ -290,6 +354,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   );
   const outcome = await Promise.race([handled, stopped]);
   clearTimeout(timer);
+  progress_.stop();
 
   if (signal.aborted) {
     if (!settled) {

@@ -17,6 +17,7 @@ import { executeAtomic, Execution, SecretBindings } from "@nodefabric/sdk/runtim
 import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
 import { createEgressDispatcher, EgressPolicy, type EgressOptions } from "./egress-policy.js";
 import { handlersCheck, logFailedLoads } from "./handlers-check.js";
+import { CoordinatorClient } from "../../clients/coordinator-client.js";
 import { ResultCache } from "./result-cache.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
@@ -178,6 +179,26 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     });
   }
 
+  // Progress reports go to the coordinator that sent the execution (its `nodefabric.coordinator_endpoint`), with the
+  // NodeRun's assignment token it sent along (`nodefabric.assignment_token`); one client per coordinator.
+  const coordinators = new Map<string, CoordinatorClient>();
+  const progressSender = (request: AtomicExecuteRequest): ((report: { progress: number; total?: number; message?: string }) => void) | undefined => {
+    const endpoint = request.extensions?.["nodefabric.coordinator_endpoint"];
+    const token = request.extensions?.["nodefabric.assignment_token"];
+    if (typeof endpoint !== "string" || !/^https?:\/\//.test(endpoint) || (token !== undefined && typeof token !== "string")) return undefined;
+    const base = endpoint.replace(/\/+$/, "");
+    let client = coordinators.get(base);
+    if (!client) {
+      if (coordinators.size >= 64) return undefined;
+      coordinators.set(base, (client = new CoordinatorClient(base, { connections: 8 })));
+    }
+    return (report) => {
+      client.reportProgress(request.node_run_id, report, token as string | undefined).catch((err: unknown) => {
+        app.log.debug({ err, run_id: request.run_id, node_run_id: request.node_run_id }, "a progress report did not reach the coordinator");
+      });
+    };
+  };
+
   const wasCanceled = (nodeRunId: string): boolean => {
     const at = canceled.get(nodeRunId);
     if (at === undefined) return false;
@@ -217,6 +238,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
           onAbandoned: (delta) => {
             abandoned += delta;
           },
+          onProgress: progressSender(request),
         });
         if (span.isRecording()) {
           span.setAttribute(ATTR.state, result.state);
@@ -326,6 +348,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     await implemented?.close();
     await ownDispatcher?.close();
     await egressDispatcher.close();
+    await Promise.all([...coordinators.values()].map((c) => c.close().catch(() => undefined)));
   });
 
   return app;

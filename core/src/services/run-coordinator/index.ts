@@ -4,7 +4,7 @@
  */
 import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
-import { eventsQuery, nodeRunParams, runParams } from "../run-api-schemas.js";
+import { eventsQuery, nodeRunParams, progressBody, runParams } from "../run-api-schemas.js";
 import { approvalDecisionRoute, decisionReason } from "../approval-decision.js";
 import os from "node:os";
 import { randomBytes } from "node:crypto";
@@ -241,6 +241,15 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     const { node_run_id } = req.params as { node_run_id: string };
     if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
     await engine.reportEvaluation(node_run_id, req.body as NodeRunEvaluationReportRequest, callerOf(req));
+    return reply.code(204).send();
+  });
+
+  // An extension: an executor reports how far an execution is; recorded as a node_run_progress event (or dropped
+  // when the NodeRun is not running or reports too often), 204 either way.
+  app.post("/v1/node-runs/:node_run_id(.+)::progress", { schema: { params: nodeRunParams, body: progressBody } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
+    await engine.reportProgress(node_run_id, req.body as { progress: number; total?: number; message?: string }, callerOf(req));
     return reply.code(204).send();
   });
 
