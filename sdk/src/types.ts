@@ -56,7 +56,9 @@ export interface HandlerEgress {
    * egress policy. A refused connection rejects with a HandlerError `egress_denied` (not retryable) naming the host,
    * the address and why. Each request is bounded by the executor's per-request time-out (30 s), body included; a
    * request that streams for longer (an MCP tool call's answer) passes `timeoutMs` (milliseconds) in its init to
-   * replace it, and the execution's deadline still bounds it.
+   * replace it, and the execution's deadline still bounds it. A request made after the execution was stopped may pass
+   * `final: true` (telling an upstream the call was canceled): it is then not aborted with the execution, still goes
+   * through the egress policy, and gets at most 5 s.
    */
   readonly fetch: typeof globalThis.fetch;
   /**

@@ -181,7 +181,16 @@ async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Conne
   // the caller's own token, which the executor does not even hold.
   // The answer to a tool call streams for as long as the tool runs: up to the node type's time-out, not the executor's
   // per-request one.
-  const fetch = (input: string | URL | Request, init?: RequestInit) => egress.fetch(input, { ...init, timeoutMs: remainingMs(ctx) } as RequestInit);
+  const fetch = (input: string | URL | Request, init?: RequestInit) => {
+    // A canceled run's call is canceled upstream: on the 2025 era the SDK then POSTs notifications/cancelled, which
+    // goes out as a `final` egress request (through the egress policy, not aborted with the execution, 5 s at most),
+    // in the background; the transport's own abort (the client is closed at once) does not stop it.
+    if (ctx.signal.aborted && isCancelNotification(init)) {
+      const { signal: _transportSignal, ...rest } = init ?? {};
+      return egress.fetch(input, { ...rest, final: true } as RequestInit);
+    }
+    return egress.fetch(input, { ...init, timeoutMs: remainingMs(ctx) } as RequestInit);
+  };
   const transport = new StreamableHTTPClientTransport(url, { fetch, requestInit: { headers } });
   // The era a server answered with is remembered for a while (per URL and credentials), so later calls skip the
   // probe: a 2026-07-28 server's discover result is adopted as is, a 2025 server gets its handshake at once.
@@ -204,7 +213,7 @@ async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Conne
   return {
     client,
     release: async () => {
-      // After a cancel the egress fetch, bound to the execution, sends nothing more: the session is left to expire.
+      // After a cancel only notifications/cancelled is still sent (a final request): the session is left to expire.
       if (transport.sessionId && !ctx.signal.aborted) await transport.terminateSession().catch(() => undefined);
       await client.close().catch(() => undefined);
     },
@@ -261,6 +270,17 @@ function textOf(result: CallToolResult): string {
   const texts = (result.content ?? []).flatMap((b) => (b.type === "text" && typeof b.text === "string" ? [b.text] : []));
   const joined = texts.join("\n").trim();
   return joined.length > 500 ? `${joined.slice(0, 500)}…` : joined;
+}
+
+/** Whether a POST carries only `notifications/cancelled` (the body the SDK sends when a request is aborted). */
+function isCancelNotification(init: RequestInit | undefined): boolean {
+  if ((init?.method ?? "GET").toUpperCase() !== "POST" || typeof init?.body !== "string" || init.body.length > 4096) return false;
+  try {
+    const msg = JSON.parse(init.body) as { method?: unknown; id?: unknown };
+    return msg.method === "notifications/cancelled" && msg.id === undefined;
+  } catch {
+    return false;
+  }
 }
 
 /** Passes an upstream progress notification on as the NodeRun's progress; one a server sends malformed is skipped. */

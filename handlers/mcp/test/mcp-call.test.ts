@@ -155,8 +155,8 @@ describe("mcp.call over Streamable HTTP", () => {
   });
 
   for (const protocol of ["auto", "legacy"] as const) {
-    // The tool's request stream is closed (2026-07-28's cancel; a stateless 2025 server takes it the same way). The
-    // 2025 notifications/cancelled cannot follow: the executor's egress fetch is bound to the canceled execution.
+    // The tool's request stream is closed (2026-07-28's cancel; a stateless 2025 server takes it the same way), and on
+    // the 2025 era notifications/cancelled follows, sent as a final egress request after the execution stopped.
     it(`cancels the upstream call when the run is canceled (${protocol})`, async () => {
       const id = `t.slow-cancel-${protocol}`;
       await f.publish(mcpBacked(id, { url: server.url, tool: "slow", protocol }));
@@ -171,6 +171,11 @@ describe("mcp.call over Streamable HTTP", () => {
       while (!aborted.includes(protocol) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
       expect(aborted).toContain(protocol);
       expect((await f.get(started.run_id)).state).toBe("canceled");
+      if (protocol === "legacy") {
+        const sent = Date.now() + 5_000;
+        while (!server.methods.slice(before).includes("notifications/cancelled") && Date.now() < sent) await new Promise((r) => setTimeout(r, 20));
+        expect(server.methods.slice(before)).toContain("notifications/cancelled");
+      }
     });
   }
 

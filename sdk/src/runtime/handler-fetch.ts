@@ -155,6 +155,9 @@ function deniedError(denied: EgressDenial, target: string): HandlerError {
 }
 
 /** `ctx.egress` of one execution: `fetch` over the egress-checked `dispatcher`, and the secrets as their bindings allow. */
+/** The longest a `final` egress request (one made after the execution stopped) may take. */
+export const FINAL_REQUEST_MS = 5_000;
+
 export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: Pick<SecretBindings, "refusal">, traceUpstream?: UpstreamTracer): HandlerEgress {
   const fetch: typeof globalThis.fetch = async (input, init) => {
     if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
@@ -162,8 +165,14 @@ export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, disp
     // A caller that streams for long (an MCP tool call's answer) asks for its own time-out; the execution's deadline
     // still bounds it, through `signal`.
     const asked = (init as { timeoutMs?: unknown } | undefined)?.timeoutMs;
-    const timeout = requestTimeout(target, typeof asked === "number" && Number.isFinite(asked) && asked > 0 ? asked : timeoutMs);
-    const signals = [signal, timeout.signal];
+    // `final: true` on a request made once the execution was stopped (telling an upstream that its call was
+    // canceled, as MCP's notifications/cancelled): it is not aborted with the execution, and gets FINAL_REQUEST_MS
+    // at most. Before the stop, `final` changes nothing.
+    const final = (init as { final?: unknown } | undefined)?.final === true && signal.aborted;
+    let ms = typeof asked === "number" && Number.isFinite(asked) && asked > 0 ? asked : timeoutMs;
+    if (final) ms = Math.min(ms, FINAL_REQUEST_MS);
+    const timeout = requestTimeout(target, ms);
+    const signals = final ? [timeout.signal] : [signal, timeout.signal];
     if (init?.signal) signals.push(init.signal);
     const headers = new Headers(init?.headers);
     if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
@@ -177,7 +186,7 @@ export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, disp
     } catch (err) {
       timeout.clear();
       const denied = egressDenial(err);
-      const failure = denied ? deniedError(denied, targetOf(target)?.host ?? target) : upstreamFailure(err, target, [signal, init?.signal]);
+      const failure = denied ? deniedError(denied, targetOf(target)?.host ?? target) : upstreamFailure(err, target, final ? [init?.signal] : [signal, init?.signal]);
       traced?.end(undefined, failure);
       throw failure;
     }
