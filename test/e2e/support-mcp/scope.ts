@@ -39,7 +39,6 @@ const NO_RESOURCES = "resources: /mcp serves node types as tools, and has no res
 const NO_PROMPTS = "prompts: /mcp serves node types as tools, and has no prompts";
 const NO_LOGGING = "MCP logging (logging/setLevel, notifications/message): a run's logs go to its events and traces, not to the MCP client";
 const NO_COMPLETIONS = "completion/complete completes prompt and resource-template arguments; a tools-only server has neither";
-const TASKS = "tasks extension: optional (not scored by the suite); reported for issue 26";
 const PENDING = (what: string) => `pending in the suite itself (its own reference fixture cannot pass it yet): ${what}`;
 
 /** The server scenarios, by name, as the suite's requirement sets (and their not_scored lists) name them. */
@@ -75,10 +74,11 @@ export const SERVER_SCOPE: Record<string, Scope> = {
       "sep-2549-resources-read-caching-hints": NO_RESOURCES,
     },
   },
-  "http-header-validation": { applies: true, reportOnly: PENDING("SEP-2243 standard header validation") },
+  // Pending in the suite (its reference fixture cannot pass it), but it applies to any server and /mcp passes it.
+  "http-header-validation": { applies: true },
   "http-custom-header-server-validation": {
     applies: true,
-    reportOnly: PENDING("SEP-2243 custom Mcp-Param headers, exercised with the fixture test_custom_headers (x-mcp-header: Region)"),
+    reportOnly: `${PENDING("SEP-2243 custom Mcp-Param headers, exercised with the fixture test_custom_headers (x-mcp-header: Region)")}; /mcp does not validate Mcp-Param headers yet (notes G7)`,
   },
   "server-sse-polling": { applies: false, reason: `${PENDING("SEP-1699 polling")}; it calls test_reconnection, a tool that closes the SSE stream mid-call, which a run cannot do` },
 
@@ -134,19 +134,17 @@ export const SERVER_SCOPE: Record<string, Scope> = {
     ].map((s) => [`input-required-result-${s}`, { applies: false, reason: NO_SERVER_TO_CLIENT } satisfies Scope]),
   ),
 
-  // The tasks extension (io.modelcontextprotocol/tasks, SEP-2663): optional by definition and not scored by the suite;
-  // issue 26 asks for it, so the scenarios run and are reported, not asserted. Fixtures: greet, slow_compute, failing_job.
+  // The tasks extension (io.modelcontextprotocol/tasks, SEP-2663): optional by definition and not scored by the suite,
+  // but issue 26 asks for it, so every scenario that applies must pass. Fixtures: greet, slow_compute, failing_job.
   "tasks-lifecycle": {
     applies: true,
-    reportOnly: TASKS,
     notApplicableChecks: { "sep-2663-tasks-get-status-failed": "needs protocol_error_job, a tool that panics into a protocol error; a run ends completed, failed or canceled" },
   },
-  "tasks-capability-negotiation": { applies: true, reportOnly: TASKS },
-  "tasks-wire-fields": { applies: true, reportOnly: TASKS },
-  "tasks-request-state-removal": { applies: true, reportOnly: TASKS },
+  "tasks-capability-negotiation": { applies: true },
+  "tasks-wire-fields": { applies: true },
+  "tasks-request-state-removal": { applies: true },
   "tasks-request-headers": {
     applies: true,
-    reportOnly: TASKS,
     notApplicableChecks: {
       "tasks-headers-tolerate-mcp-method-on-tools-call":
         'wants greet\'s text block to be exactly "Hello, sep-2243!"; /mcp\'s text block is the run\'s outputs as JSON ({"text":"Hello, sep-2243!"})',
@@ -154,7 +152,6 @@ export const SERVER_SCOPE: Record<string, Scope> = {
   },
   "tasks-dispatch-and-envelope": {
     applies: true,
-    reportOnly: TASKS,
     notApplicableChecks: { "tasks-result-type-complete-on-non-task-responses": "needs confirm_delete, a task that parks for elicitation from the client" },
   },
   "tasks-status-notifications": {
@@ -163,7 +160,8 @@ export const SERVER_SCOPE: Record<string, Scope> = {
   },
   "tasks-required-task-error": {
     applies: false,
-    reason: "needs failing_job registered with taskSupport \"required\"; a node type cannot declare that (every tool is offered with task support optional)",
+    reason:
+      'needs failing_job registered with taskSupport "required" (answer -32021 to a client without the extension); /mcp can always await a run, so no tool requires a task ("nodefabric.mcp_task": "always" makes a task at once for a client that declares the extension, and answers the others synchronously)',
   },
   "tasks-mrtr-input": { applies: false, reason: `${NO_SERVER_TO_CLIENT} (test_tool_with_task gathers input before it becomes a task)` },
   "tasks-mrtr-composition": { applies: false, reason: `${NO_SERVER_TO_CLIENT} (input-required rounds composed with tasks)` },

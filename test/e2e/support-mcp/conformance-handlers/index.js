@@ -148,7 +148,9 @@ export const slowCompute = defineAtomic({
     },
     output_schema: TEXT_OUT,
     constraints: READ,
-    extensions: { "nodefabric.timeout_ms": 605000 },
+    // The suite's slow_compute is "task-supporting": on 2026-07-28, a client that declares the tasks extension gets a
+    // task at once rather than when the run goes past FABRIC_MCP_TASK_AFTER_S (plugin-mcp's "nodefabric.mcp_task").
+    extensions: { "nodefabric.timeout_ms": 605000, "nodefabric.mcp_task": "always" },
   },
   async handler(inputs, ctx) {
     await delay(inputs.seconds * 1000, undefined, { signal: ctx.signal });
@@ -165,6 +167,7 @@ export const failingJob = defineAtomic({
     input_schema: { type: "object" },
     output_schema: TEXT_OUT,
     constraints: READ,
+    extensions: { "nodefabric.mcp_task": "always" },
   },
   async handler(_inputs, ctx) {
     await delay(1000, undefined, { signal: ctx.signal });
