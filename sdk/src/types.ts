@@ -75,6 +75,11 @@ export interface AtomicContext {
   readonly node_type_ref: NodeTypeRef;
   /** 1 on the first execution of this NodeRun, then 2, 3… on retries. */
   readonly attempt: number;
+  /**
+   * The run's tenant (`run_context.tenant_id`): with authentication on, the tenant of the token that started the run,
+   * never one the request claimed. Undefined for a run without one.
+   */
+  readonly tenant_id?: string;
   /** Fires on cancel, on timeout and when the executor shuts down; pass it to anything long. */
   readonly signal: AbortSignal;
   /** Epoch milliseconds after which the result is discarded. */

@@ -73,8 +73,13 @@ export function invalidConfiguration(nodeType: NodeTypeRef, field: string, messa
   });
 }
 
+/** What stands for the run's tenant in a secret's name: `MCP_TOKEN_{tenant}` is MCP_TOKEN_acme for tenant acme. */
+export const TENANT_PLACEHOLDER = "{tenant}";
+
 function secretRef(nodeType: NodeTypeRef, field: string, v: unknown): string {
-  if (typeof v !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v)) throw invalidConfiguration(nodeType, field, "must name an executor secret (letters, digits and _)");
+  if (typeof v !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.replaceAll(TENANT_PLACEHOLDER, "T"))) {
+    throw invalidConfiguration(nodeType, field, `must name an executor secret (letters, digits and _; ${TENANT_PLACEHOLDER} stands for the run's tenant)`);
+  }
   return v;
 }
 

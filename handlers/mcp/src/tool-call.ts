@@ -13,7 +13,7 @@
 import { clientCredentialsToken, HandlerError, networkFailureOf, type AtomicContext, type HandlerEgress, type JsonObject } from "@nodefabric/sdk";
 import { createHash } from "node:crypto";
 import { Client, ProtocolError, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type CallToolResult, type PriorDiscovery, type VersionNegotiationMode } from "@modelcontextprotocol/client";
-import type { McpConfig, ProtocolMode } from "./mcp-config.js";
+import { TENANT_PLACEHOLDER, type McpConfig, type ProtocolMode } from "./mcp-config.js";
 import { operatorStdioServers, type StdioServerPool } from "./stdio-servers.js";
 import { toolDefinitionHash, type McpTool } from "./tool-definition.js";
 
@@ -60,7 +60,8 @@ function egressOf(ctx: AtomicContext): HandlerEgress {
 /** The headers sent to `url`: the node type's plain headers, then its secrets, each only for a host it is bound to. */
 async function headersFor(config: McpConfig, url: URL, ctx: AtomicContext, egress: HandlerEgress): Promise<Record<string, string>> {
   const headers: Record<string, string> = Object.fromEntries(config.headers);
-  const secret = (name: string, field: string, host: URL = url): string => {
+  const secret = (template: string, field: string, host: URL = url): string => {
+    const name = secretNameFor(template, field, ctx);
     let value: string | undefined;
     try {
       value = egress.secretFor(name, host);
@@ -69,6 +70,12 @@ async function headersFor(config: McpConfig, url: URL, ctx: AtomicContext, egres
       throw new HandlerError(err.code, `${nameOf(ctx)}: nodefabric.mcp.${field}: ${err.message}`, { retryable: false, details: { ...err.details, field: `nodefabric.mcp.${field}` } });
     }
     if (value === undefined) {
+      if (name !== template) {
+        throw new HandlerError("upstream_unauthorized", `${nameOf(ctx)}: tenant ${ctx.tenant_id} has no credentials for this MCP server: nodefabric.mcp.${field} names the secret ${template}, and this executor has no ${name} (FABRIC_SECRET_${name})`, {
+          retryable: false,
+          details: { field: `nodefabric.mcp.${field}`, secret: name, tenant_id: ctx.tenant_id },
+        });
+      }
       throw new HandlerError("invalid_configuration", `${nameOf(ctx)}: nodefabric.mcp.${field} names the secret ${name}, which this executor does not have (FABRIC_SECRET_${name})`, {
         retryable: false,
         details: { field: `nodefabric.mcp.${field}`, secret: name },
@@ -90,6 +97,29 @@ async function headersFor(config: McpConfig, url: URL, ctx: AtomicContext, egres
     headers.authorization = `Bearer ${token}`;
   }
   return headers;
+}
+
+/**
+ * The secret a configured name stands for in this run: `{tenant}` replaced by the run's tenant. A per-tenant secret
+ * in a run without a tenant, or of a tenant whose id cannot be part of a secret's name, is refused: no other
+ * tenant's credentials, and no shared ones, are used instead.
+ */
+function secretNameFor(template: string, field: string, ctx: AtomicContext): string {
+  if (!template.includes(TENANT_PLACEHOLDER)) return template;
+  const tenant = ctx.tenant_id;
+  if (typeof tenant !== "string" || tenant === "") {
+    throw new HandlerError("upstream_unauthorized", `${nameOf(ctx)}: nodefabric.mcp.${field} names a secret per tenant (${template}), and this run has no tenant`, {
+      retryable: false,
+      details: { field: `nodefabric.mcp.${field}`, secret: template },
+    });
+  }
+  if (!/^[A-Za-z0-9_]{1,64}$/.test(tenant)) {
+    throw new HandlerError("upstream_unauthorized", `${nameOf(ctx)}: nodefabric.mcp.${field} names a secret per tenant (${template}), and the tenant id ${JSON.stringify(tenant.slice(0, 80))} cannot be part of a secret's name (letters, digits and _, at most 64)`, {
+      retryable: false,
+      details: { field: `nodefabric.mcp.${field}`, secret: template, tenant_id: tenant },
+    });
+  }
+  return template.replaceAll(TENANT_PLACEHOLDER, tenant);
 }
 
 /** Walks `err`'s causes for the first HandlerError (the executor's egress fetch throws them). */

@@ -303,6 +303,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
     node_run_id: request.node_run_id,
     node_type_ref: request.node_type_ref,
     attempt,
+    ...(typeof request.run_context?.tenant_id === "string" ? { tenant_id: request.run_context.tenant_id } : {}),
     signal,
     deadline,
     get log() {
