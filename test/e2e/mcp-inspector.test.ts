@@ -66,6 +66,20 @@ describe("fabric dev's /mcp, through the official inspector CLI", () => {
     return r.body;
   };
 
+  it("runs the README's inspector commands as written, with this fabric's address for 8080's", async () => {
+    // The README's block (Use NodeFabric, Agents: MCP), line by line; test/readme.test.ts checks this file holds each
+    // as written. The inspector is this harness's install of it, on Node 24, in place of npx's.
+    const LIST = "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8080/mcp --transport http --method tools/list";
+    const CALL = "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8080/mcp --transport http --method tools/call --tool-name demo.echo --tool-arg hello=world";
+    const argsOf = (line: string) => line.replace("npx @modelcontextprotocol/inspector --cli ", "").replace("http://127.0.0.1:8080/mcp", f.mcp).split(" ");
+    const list = await runInspector(argsOf(LIST));
+    expect(list.code, `${list.stderr}\n${list.stdout}`).toBe(0);
+    expect(list.json.result.tools.map((t: { name: string }) => t.name)).toContain("demo.echo");
+    const echo = await runInspector(argsOf(CALL));
+    expect(echo.code, `${echo.stderr}\n${echo.stdout}`).toBe(0);
+    expect(echo.json.result.structuredContent).toEqual({ echo: { hello: "world" } });
+  }, SLOW);
+
   for (const era of ERAS) {
     describe(`--protocol-era ${era}`, () => {
       it("speaks that era on the wire, and the fabric answers it", async () => {
