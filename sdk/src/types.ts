@@ -111,6 +111,18 @@ export interface AtomicContext {
    * one kept), and dropped when the executor was given nowhere to send them.
    */
   reportProgress(progress: number, total?: number, message?: string): void;
+  /**
+   * What an earlier execution of this NodeRun saved with `saveCheckpoint` (a retry, or the execution sent again after
+   * its executor was lost), or undefined on a first execution.
+   */
+  readonly checkpoint?: JsonObject;
+  /**
+   * Keeps `data` (a JSON object, at most 16 KiB, no secrets: readers of the NodeRun see it) with the NodeRun, so that
+   * its next execution resumes from it as `ctx.checkpoint` instead of starting again (an upstream task's id). Resolves
+   * once the coordinator stored it; rejects when it could not be (the executor was given nowhere to save it, or the
+   * NodeRun is no longer running).
+   */
+  saveCheckpoint(data: JsonObject): Promise<void>;
   /** Egress-checked `fetch` and host-bound secrets (`executor.egress`, `executor.secret_hosts`); see HandlerEgress. */
   readonly egress: HandlerEgress;
   /** The constraint envelope in force for this NodeRun (budgets, gates, extensions), when the coordinator sent one. */

@@ -65,6 +65,11 @@ export class CoordinatorClient {
     await this.http.json("POST", path(nodeRunId, ":progress"), body, { headers: auth(token) });
   }
 
+  /** POST /v1/node-runs/{id}:checkpoint (an extension): what the NodeRun's next execution resumes from. */
+  async saveCheckpoint(nodeRunId: string, checkpoint: Record<string, unknown>, token?: string): Promise<void> {
+    await this.http.json("POST", path(nodeRunId, ":checkpoint"), { checkpoint }, { headers: auth(token) });
+  }
+
   /** POST /v1/node-runs/{id}:complete (409 node_run_terminal when it has already ended). */
   async completeNodeRun(nodeRunId: string, body: NodeRunCompleteRequest, token?: string): Promise<void> {
     await this.http.json("POST", path(nodeRunId, ":complete"), body, { headers: auth(token) });

@@ -169,6 +169,9 @@ export class Dispatcher {
       body.extensions!["nodefabric.coordinator_endpoint"] = this.coordinatorEndpoint;
       body.extensions!["nodefabric.assignment_token"] = await this.core.tokens.mint({ run_id: nr.run_id, node_run_id: nr.node_run_id });
     }
+    // What an earlier execution of this NodeRun saved to resume from (POST /v1/node-runs/{id}:checkpoint).
+    const saved = nr.node_run.extensions?.["nodefabric.checkpoint"] as { data?: unknown } | undefined;
+    if (saved && typeof saved.data === "object" && saved.data !== null) body.extensions!["nodefabric.checkpoint"] = saved.data;
     if (Object.keys(plan.constraints).length > 0) body.constraints = plan.constraints;
     if (run.run.run_context) body.run_context = run.run.run_context;
     const key = `${nr.node_run_id}:${nr.attempt}`;

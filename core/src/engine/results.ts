@@ -33,6 +33,9 @@ export interface ProgressReport {
   message?: string;
 }
 
+/** The NodeRun extension holding an execution's checkpoint, and the execute-request extension giving it back. */
+export const CHECKPOINT_KEY = "nodefabric.checkpoint";
+
 /** At most this many `node_run_progress` events per NodeRun, and not closer together than PROGRESS_MIN_INTERVAL_MS. */
 export const PROGRESS_MAX_EVENTS = 1000;
 export const PROGRESS_MIN_INTERVAL_MS = 100;
@@ -238,6 +241,25 @@ export class Results {
       this.progressSeen.set(nodeRunId, { at: now, count: (seen?.count ?? 0) + 1 });
       if (this.progressSeen.size > 10_000) this.progressSeen.delete(this.progressSeen.keys().next().value!);
       return true;
+    });
+  }
+
+  /**
+   * Keeps what an execution asks to resume from (`POST /v1/node-runs/{id}:checkpoint`, an extension) on the NodeRun,
+   * as `extensions["nodefabric.checkpoint"]` (`{ data, attempt, saved_at }`); the next execution of the NodeRun (a
+   * retry, or a re-dispatch after its executor was lost) gets `data` back. Only while the NodeRun is running, and only
+   * with its own assignment token or a service token; 409 node_run_terminal otherwise.
+   */
+  async checkpoint(nodeRunId: string, data: Record<string, unknown>, caller: Caller = {}): Promise<void> {
+    if (caller.assignment && caller.assignment.node_run_id !== nodeRunId) throw assignmentRefused(caller, `node run ${nodeRunId}`);
+    const found = await this.core.getNodeRunRecord(nodeRunId, caller);
+    await this.core.withLock(found.run_id, async () => {
+      const nr = (await this.core.store.getNodeRun(nodeRunId))!;
+      if (nr.state !== "running") {
+        throw new FabricError("node_run_terminal", `node run ${nodeRunId} is ${nr.state}, not running: its checkpoint is not kept`, { details: { node_run_id: nodeRunId, state: nr.state } });
+      }
+      nr.node_run.extensions = { ...nr.node_run.extensions, [CHECKPOINT_KEY]: { data, attempt: nr.attempt, saved_at: new Date().toISOString() } };
+      await this.core.write({ nodeRuns: [nr] });
     });
   }
 

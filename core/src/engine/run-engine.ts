@@ -182,6 +182,11 @@ export class RunEngine {
     return this.results.progress(nodeRunId, report, caller).catch(movedAway);
   }
 
+  /** POST /v1/node-runs/{id}:checkpoint. */
+  saveCheckpoint(nodeRunId: string, data: Record<string, unknown>, caller: Caller = {}): Promise<void> {
+    return this.results.checkpoint(nodeRunId, data, caller).catch(movedAway);
+  }
+
   /** POST /v1/node-runs/{id}:evaluation. */
   reportEvaluation(nodeRunId: string, req: NodeRunEvaluationReportRequest, caller: Caller = {}): Promise<void> {
     return this.results.evaluation(nodeRunId, req, caller).catch(movedAway);

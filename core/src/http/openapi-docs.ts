@@ -165,6 +165,14 @@ const COORDINATOR_DOCS: Record<string, RouteDoc> = {
     tags: ["node-runs"],
     answers: { 204: NO_CONTENT, 404: NOT_FOUND_NODE_RUN, 409: { description: "`node_run_terminal`: the NodeRun has already ended.", schema: "error_envelope" } },
   },
+  "POST /v1/node-runs/{node_run_id}:checkpoint": {
+    operationId: "saveNodeRunCheckpoint",
+    summary: "Keep what an atomic execution resumes from (extension)",
+    tags: ["node-runs"],
+    description:
+      "An executor saves `{ checkpoint }` (a JSON object, at most 16 KiB) with the NodeRun's assignment token; it is kept as the NodeRun's `extensions[\"nodefabric.checkpoint\"]` and sent to its next execution.",
+    answers: { 204: NO_CONTENT, 404: NOT_FOUND_NODE_RUN, 409: { description: "`node_run_terminal`: the NodeRun is not running.", schema: "error_envelope" } },
+  },
   "POST /v1/node-runs/{node_run_id}:progress": {
     operationId: "reportNodeRunProgress",
     summary: "Report the progress of an atomic execution (extension)",

@@ -22,6 +22,17 @@ export const eventsQuery = {
   },
 } as const;
 
+/** The body of `POST /v1/node-runs/{id}:checkpoint` (an extension): what the NodeRun's next execution resumes from. */
+export const checkpointBody = {
+  type: "object",
+  additionalProperties: false,
+  required: ["checkpoint"],
+  properties: { checkpoint: { type: "object" } },
+} as const;
+
+/** The largest checkpoint kept, as JSON. */
+export const MAX_CHECKPOINT_BYTES = 16_384;
+
 /**
  * The body of `POST /v1/node-runs/{id}:progress` (an extension): how far an execution is, as MCP progress
  * notifications say it (`progress` grows; `total` when known; a short `message`).

@@ -8,7 +8,7 @@ import type { ValidateFunction } from "ajv";
 import type { Dispatcher } from "undici";
 import { HandlerError } from "../handler-error.js";
 import { networkFailureCause, upstreamUnavailableError, UPSTREAM_UNAVAILABLE, type NetworkTarget } from "../network-failure.js";
-import type { AtomicContext, AtomicDefinition, FabricDefinition, HandlerLogger, HandlerSecrets } from "../types.js";
+import type { AtomicContext, AtomicDefinition, FabricDefinition, HandlerLogger, HandlerSecrets, JsonObject } from "../types.js";
 import { createHandlerEgress, createHandlerFetch, createHandlerRequest, type UpstreamTracer } from "./handler-fetch.js";
 import type { SecretBindings } from "./handler-secrets.js";
 import { dedupeIssues, issuesFromAjv } from "./schema-issues.js";
@@ -90,6 +90,8 @@ export interface ExecuteOptions {
   onAbandoned?: (delta: 1 | -1) => void;
   /** Where `ctx.reportProgress` goes, already throttled (at most one call per PROGRESS_INTERVAL_MS, the latest kept). */
   onProgress?: (report: ProgressReport) => void;
+  /** Where `ctx.saveCheckpoint` goes (the coordinator); without it, saving a checkpoint rejects. */
+  saveCheckpoint?: (data: Record<string, unknown>) => Promise<void>;
 }
 
 /** What `ctx.reportProgress` reports. */
@@ -326,6 +328,12 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
         throw new TypeError(`ctx.reportCost takes a finite number of at least 0, not ${String(amount)}`);
       }
       cost += amount;
+    },
+    ...(isPlainObject(request.extensions?.["nodefabric.checkpoint"]) ? { checkpoint: request.extensions["nodefabric.checkpoint"] as JsonObject } : {}),
+    async saveCheckpoint(data: JsonObject) {
+      if (!isPlainObject(data)) throw new TypeError("ctx.saveCheckpoint takes a JSON object");
+      if (!options.saveCheckpoint) throw new Error("this executor was given nowhere to save a checkpoint (no coordinator endpoint in the execute request)");
+      await options.saveCheckpoint(jsonCopy(data) as Record<string, unknown>);
     },
     reportProgress(progress: number, total?: number, message?: string) {
       if (typeof progress !== "number" || !Number.isFinite(progress) || progress < 0) {

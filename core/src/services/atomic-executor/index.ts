@@ -182,7 +182,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   // Progress reports go to the coordinator that sent the execution (its `nodefabric.coordinator_endpoint`), with the
   // NodeRun's assignment token it sent along (`nodefabric.assignment_token`); one client per coordinator.
   const coordinators = new Map<string, CoordinatorClient>();
-  const progressSender = (request: AtomicExecuteRequest): ((report: { progress: number; total?: number; message?: string }) => void) | undefined => {
+  const coordinatorOf = (request: AtomicExecuteRequest): { client: CoordinatorClient; token?: string } | undefined => {
     const endpoint = request.extensions?.["nodefabric.coordinator_endpoint"];
     const token = request.extensions?.["nodefabric.assignment_token"];
     if (typeof endpoint !== "string" || !/^https?:\/\//.test(endpoint) || (token !== undefined && typeof token !== "string")) return undefined;
@@ -192,8 +192,17 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
       if (coordinators.size >= 64) return undefined;
       coordinators.set(base, (client = new CoordinatorClient(base, { connections: 8 })));
     }
+    return { client, token: token as string | undefined };
+  };
+  const checkpointSaver = (request: AtomicExecuteRequest): ((data: Record<string, unknown>) => Promise<void>) | undefined => {
+    const to = coordinatorOf(request);
+    return to ? (data) => to.client.saveCheckpoint(request.node_run_id, data, to.token) : undefined;
+  };
+  const progressSender = (request: AtomicExecuteRequest): ((report: { progress: number; total?: number; message?: string }) => void) | undefined => {
+    const to = coordinatorOf(request);
+    if (!to) return undefined;
     return (report) => {
-      client.reportProgress(request.node_run_id, report, token as string | undefined).catch((err: unknown) => {
+      to.client.reportProgress(request.node_run_id, report, to.token).catch((err: unknown) => {
         app.log.debug({ err, run_id: request.run_id, node_run_id: request.node_run_id }, "a progress report did not reach the coordinator");
       });
     };
@@ -239,6 +248,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
             abandoned += delta;
           },
           onProgress: progressSender(request),
+          saveCheckpoint: checkpointSaver(request),
         });
         if (span.isRecording()) {
           span.setAttribute(ATTR.state, result.state);

@@ -4,7 +4,8 @@
  */
 import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
-import { eventsQuery, nodeRunParams, progressBody, runParams } from "../run-api-schemas.js";
+import { invalidRequest } from "../../http/errors.js";
+import { MAX_CHECKPOINT_BYTES, checkpointBody, eventsQuery, nodeRunParams, progressBody, runParams } from "../run-api-schemas.js";
 import { approvalDecisionRoute, decisionReason } from "../approval-decision.js";
 import os from "node:os";
 import { randomBytes } from "node:crypto";
@@ -250,6 +251,18 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     const { node_run_id } = req.params as { node_run_id: string };
     if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
     await engine.reportProgress(node_run_id, req.body as { progress: number; total?: number; message?: string }, callerOf(req));
+    return reply.code(204).send();
+  });
+
+  // An extension: what an atomic execution asks its next execution to resume from (an upstream task's id).
+  app.post("/v1/node-runs/:node_run_id(.+)::checkpoint", { schema: { params: nodeRunParams, body: checkpointBody } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    const { checkpoint } = req.body as { checkpoint: Record<string, unknown> };
+    if (Buffer.byteLength(JSON.stringify(checkpoint)) > MAX_CHECKPOINT_BYTES) {
+      throw invalidRequest("the checkpoint is too large", [{ path: "/checkpoint", message: `must be at most ${MAX_CHECKPOINT_BYTES} bytes as JSON` }]);
+    }
+    if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
+    await engine.saveCheckpoint(node_run_id, checkpoint, callerOf(req));
     return reply.code(204).send();
   });
 
