@@ -16,6 +16,7 @@ import { Client, ProtocolError, SdkError, SdkErrorCode, StreamableHTTPClientTran
 import { TENANT_PLACEHOLDER, type McpConfig, type ProtocolMode } from "./mcp-config.js";
 import { operatorStdioServers, type StdioServerPool } from "./stdio-servers.js";
 import { toolDefinitionHash, type McpTool } from "./tool-definition.js";
+import { callToolAsTask, savedTask } from "./task-call.js";
 
 /** How long a server's protocol era is remembered. */
 const ERA_TTL_MS = 5 * 60_000;
@@ -199,6 +200,8 @@ export function mapFailure(err: unknown, phase: Phase, config: McpConfig, ctx: A
 interface Connection {
   client: Client;
   release(): Promise<void>;
+  /** For an HTTP server: the headers sent (credentials included) and the egress they go through. */
+  http?: { headers: Record<string, string>; egress: HandlerEgress };
 }
 
 async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Connection> {
@@ -242,6 +245,7 @@ async function connectHttp(config: McpConfig, ctx: AtomicContext): Promise<Conne
   }
   return {
     client,
+    http: { headers, egress },
     release: async () => {
       // After a cancel only notifications/cancelled is still sent (a final request): the session is left to expire.
       if (transport.sessionId && !ctx.signal.aborted) await transport.terminateSession().catch(() => undefined);
@@ -329,6 +333,16 @@ export async function callMcpTool(config: McpConfig, inputs: JsonObject, ctx: At
   try {
     const tool = config.toolHash ? await checkPin(connection.client, config, ctx) : undefined;
     let result: CallToolResult;
+    // A tool that requires or offers MCP tasks is called as one (and a task this NodeRun started earlier is resumed).
+    const taskSupport = (tool as { execution?: { taskSupport?: unknown } } | undefined)?.execution?.taskSupport;
+    if (connection.http && config.url && (taskSupport === "required" || taskSupport === "optional" || savedTask(ctx, config.url, config.tool))) {
+      try {
+        result = await callToolAsTask({ url: config.url, tool: config.tool, inputs, headers: connection.http.headers, egress: connection.http.egress, ctx, where: `${nameOf(ctx)}: MCP server ${config.url}` });
+      } catch (err) {
+        throw mapFailure(err, "call", config, ctx);
+      }
+      return outputsOf(result, config, ctx);
+    }
     try {
       const timeout = remainingMs(ctx);
       result = (await connection.client.callTool(
@@ -346,6 +360,15 @@ export async function callMcpTool(config: McpConfig, inputs: JsonObject, ctx: At
     } catch (err) {
       throw mapFailure(err, "call", config, ctx);
     }
+    return outputsOf(result, config, ctx);
+  } finally {
+    await connection.release();
+  }
+}
+
+/** The outputs of a tool's result, or the HandlerError it stands for. */
+function outputsOf(result: CallToolResult, config: McpConfig, ctx: AtomicContext): JsonObject {
+  {
     if (result.isError) {
       const text = textOf(result);
       throw new HandlerError("tool_error", `${nameOf(ctx)}: the MCP tool ${config.tool} reported an error${text ? `: ${text}` : ""}`, {
@@ -366,7 +389,5 @@ export async function callMcpTool(config: McpConfig, inputs: JsonObject, ctx: At
     const outputs: JsonObject = { content: (result.content ?? []) as unknown as JsonObject[] };
     if (result.structuredContent !== undefined) outputs.structuredContent = result.structuredContent as JsonObject;
     return outputs;
-  } finally {
-    await connection.release();
   }
 }
