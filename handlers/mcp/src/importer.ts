@@ -245,7 +245,7 @@ export function nodeTypeOfTool(
     const outputProblem = schemaProblemOf(tool.outputSchema);
     if (outputProblem) return { reason: `its outputSchema does not compile: ${outputProblem}` };
   }
-  if (tool.execution?.taskSupport === "required") return { reason: "it can only be called as an MCP task, which mcp.call does not do yet" };
+  if (tool.execution?.taskSupport === "required") return { reason: "it can only be called as an MCP task, which imports leave out for now (mcp.call runs a node type pinned to it as a task: see docs/mcp-import.md)" };
   const mcp: Record<string, unknown> = {
     ...(server.url ? { url: server.url } : { server: server.server }),
     tool: tool.name,
