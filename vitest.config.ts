@@ -52,7 +52,7 @@ export const ISOLATED = [
 /** Depends on the Node version: run on the second Node in CI too. */
 export const RUNTIME = [
   "core/test/sqlite-driver.test.ts",
-  "core/test/run-store-sqlite.test.ts",
+  "core/test/*-sqlite.test.ts",
   "core/test/store/**/*.test.ts",
   "core/test/handler-loading.test.ts",
   "core/test/handler-discovery.test.ts",
