@@ -320,10 +320,16 @@ describe("round trip: server-everything imported with `fabric node-types import 
     expect(ours.json.result.isError ?? false).toBe(false);
   }, SLOW);
 
-  // KNOWN GAP, marked `fails` so the suite stays green and turns red the day it is fixed (then drop `.fails`): /mcp
-  // serves mcp.call's wrapper output ({ content, structuredContent? }) as structuredContent plus its JSON as text,
-  // instead of the server's own content blocks. Issue 27 asks for the same results; /work/notes/mcp-findings.md G1.
-  it.fails("a content-only tool: the call through the fabric answers the server's content blocks", async () => {
+  // A tool with content blocks only is served back as those blocks, with no outputSchema of mcp.call's wrapper.
+  it("a content-only tool: the call through the fabric answers the server's content blocks", async () => {
+    const ourList = await via(["--method", "tools/list"]);
+    const theirList = await direct(["--method", "tools/list"]);
+    for (const tool of ["echo", "get-sum"]) {
+      const theirs = theirList.json.result.tools.find((t: { name: string }) => t.name === tool);
+      const ours = ourList.json.result.tools.find((t: { name: string }) => t.name === `everything.${tool}`);
+      expect(theirs.outputSchema, tool).toBeUndefined();
+      expect(ours.outputSchema, tool).toBeUndefined();
+    }
     for (const [tool, input] of [
       ["echo", { message: "round trip" }],
       ["get-sum", { a: 2, b: 40 }],

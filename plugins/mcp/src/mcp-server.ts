@@ -10,7 +10,7 @@ import type { Catalogue } from "./catalogue.js";
 import type { PolicyFilter } from "./policy-filter.js";
 import { validatorOf } from "./validators.js";
 import { TERMINAL, type CallerHeaders, type GatewayCalls } from "./gateway-calls.js";
-import { CALLER_LABEL, TOOL_LABEL, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
+import { CALLER_LABEL, TOOL_LABEL, runLabels, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
 import { taskHandlers, type TaskSupport } from "./tasks.js";
 import { searchTools, SEARCH_TOOL, RUN_TOOL, type SearchSupport } from "./search.js";
 
@@ -103,7 +103,7 @@ export async function runTool(
     run_id: runId,
     root_node_type_ref: { node_type_id: t.node_type_id, version: t.version },
     input: args,
-    metadata: { labels: { [CALLER_LABEL]: caller.digest, [TOOL_LABEL]: t.node_type_id } },
+    metadata: { labels: runLabels(t, caller.digest) },
   };
   // A cancel may come while the start is still held (Prefer: wait): the run id is ours, so it is canceled by id, and
   // again once the start answered, in case the cancel overtook the start.

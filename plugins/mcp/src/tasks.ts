@@ -17,7 +17,7 @@ import { z } from "zod";
 import type { NodeType, Run } from "@nodefabric/schemas";
 import type { CallerInfo, ServerDeps } from "./mcp-server.js";
 import { validatorOf } from "./validators.js";
-import { CALLER_LABEL, TOOL_LABEL, followToEnd, newRunId, resultOfRefusal, resultOfRun, type ToolResult } from "./tools.js";
+import { CALLER_LABEL, TOOL_LABEL, runLabels, followToEnd, newRunId, resultOfRefusal, resultOfRun, type ToolResult } from "./tools.js";
 import { TERMINAL } from "./gateway-calls.js";
 
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
@@ -130,7 +130,7 @@ export function runTasks(deps: ServerDeps): TaskSupport {
           run_id: runId,
           root_node_type_ref: { node_type_id: t.node_type_id, version: t.version },
           input: args,
-          metadata: { labels: { [CALLER_LABEL]: caller.digest, [TOOL_LABEL]: t.node_type_id } },
+          metadata: { labels: runLabels(t, caller.digest) },
         },
         caller.headers,
         wait,

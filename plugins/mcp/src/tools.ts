@@ -50,8 +50,27 @@ export function toolOf(t: NodeType): McpTool {
     annotations: annotationsOf(t),
     _meta: { "dev.nodefabric/version": t.version, "dev.nodefabric/kind": t.kind },
   };
-  if (t.output_schema) tool.outputSchema = t.output_schema as Record<string, unknown>;
+  // A tool imported from an MCP server with no outputSchema of its own is served as it was: its content blocks, and
+  // no outputSchema (mcp.call's wrapper schema describes the node type's outputs, not the upstream tool's result).
+  if (t.output_schema && !servesContentBlocks(t)) tool.outputSchema = t.output_schema as Record<string, unknown>;
   return tool;
+}
+
+/**
+ * True for a node type run by `mcp.call` whose outputs are the upstream tool's result as content blocks (its
+ * `nodefabric.mcp.output` is "content", the default): /mcp answers those blocks again, so a server imported and served
+ * back through the fabric answers what it answers itself.
+ */
+export function servesContentBlocks(t: NodeType): boolean {
+  const mcp = (t.extensions as Record<string, unknown> | undefined)?.["nodefabric.mcp"];
+  if (mcp === null || typeof mcp !== "object") return false;
+  const output = (mcp as { output?: unknown }).output;
+  return output === undefined || output === "content";
+}
+
+/** The labels of a run a tool call starts: the caller it is bound to, the tool, and how its result is served. */
+export function runLabels(t: NodeType, callerDigest: string): Record<string, string> {
+  return { [CALLER_LABEL]: callerDigest, [TOOL_LABEL]: t.node_type_id, ...(servesContentBlocks(t) ? { [RESULT_LABEL]: "content" } : {}) };
 }
 
 /** A new run id for a tool call: 128 random bits, so a task id (the run id) cannot be guessed. */
@@ -67,6 +86,7 @@ export function callerDigest(p: { iss?: string; sub?: string; tenant_id?: string
 
 export const CALLER_LABEL = "nodefabric.mcp.caller";
 export const TOOL_LABEL = "nodefabric.mcp.tool";
+export const RESULT_LABEL = "nodefabric.mcp.result";
 
 const text = (s: string) => ({ type: "text" as const, text: s });
 
@@ -76,6 +96,12 @@ export function resultOfRun(run: Run): ToolResult {
   const meta = { "dev.nodefabric/run_id": run.run_id, "dev.nodefabric/state": run.state };
   if (run.state === "completed") {
     const outputs = ext["nodefabric.outputs"];
+    const labels = (ext["nodefabric.metadata"] as { labels?: Record<string, string> } | undefined)?.labels;
+    if (labels?.[RESULT_LABEL] === "content" && isContentWrapper(outputs)) {
+      const r: ToolResult = { content: outputs.content as ToolResult["content"], _meta: meta };
+      if (outputs.structuredContent !== undefined) r.structuredContent = outputs.structuredContent;
+      return r;
+    }
     const r: ToolResult = { content: [text(JSON.stringify(outputs ?? {}))], _meta: meta };
     if (outputs !== null && typeof outputs === "object" && !Array.isArray(outputs)) r.structuredContent = outputs as Record<string, unknown>;
     return r;
@@ -83,6 +109,12 @@ export function resultOfRun(run: Run): ToolResult {
   const err = (ext["nodefabric.error"] ?? {}) as { code?: string; message?: string };
   const code = err.code ?? (run.state === "canceled" ? "canceled" : "failed");
   return { content: [text(`${code}: ${err.message ?? `the run ended ${run.state}`}`)], isError: true, _meta: meta };
+}
+
+function isContentWrapper(o: unknown): o is { content: unknown[]; structuredContent?: Record<string, unknown> } {
+  if (o === null || typeof o !== "object" || Array.isArray(o)) return false;
+  const w = o as { content?: unknown; structuredContent?: unknown };
+  return Array.isArray(w.content) && (w.structuredContent === undefined || (w.structuredContent !== null && typeof w.structuredContent === "object" && !Array.isArray(w.structuredContent)));
 }
 
 /** The tool error for a Run API refusal (an ErrorEnvelope). */
