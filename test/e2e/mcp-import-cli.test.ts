@@ -83,7 +83,9 @@ describe("fabric node-types import --from-mcp", () => {
     const ids = out.node_types.map((t: { node_type_id: string }) => t.node_type_id);
     expect(ids).toContain("everything.echo");
     expect(out.node_types[0].extensions["nodefabric.implementation"]).toEqual({ node_type_id: "mcp.call", version: "1.0.0" });
-    expect(out.left_out).toEqual([{ tool: "simulate-research-query", reason: expect.stringContaining("MCP task") }]);
+    // Nothing is left out: the task-required tool is imported pinned, and mcp.call runs it as an MCP task.
+    expect(out.left_out).toEqual([]);
+    expect(ids).toContain("everything.simulate-research-query");
     expect((await call("GET", `${fabric.urls["node-registry"]}/v1/node-types/everything.echo`)).status).toBe(404);
   });
 
@@ -103,7 +105,7 @@ describe("fabric node-types import --from-mcp", () => {
     const r = await runFabric(["node-types", "import", "--from-mcp", everythingUrl, "--prefix", "everything", "--registry", fabric.urls["node-registry"]!]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/published \d+ node types of the MCP server mcp-servers\/everything .*run by mcp\.call@1\.0\.0:/);
-    expect(r.stdout).toMatch(/simulate-research-query: it can only be called as an MCP task/);
+    expect(r.stdout).not.toMatch(/left out/);
 
     const echo = await runNode("everything.echo", { message: "hello" });
     expect(echo.state, JSON.stringify(echo)).toBe("completed");

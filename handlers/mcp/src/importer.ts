@@ -16,6 +16,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { CLIENT_INFO } from "./tool-call.js";
+import { TASK_PROTOCOL_VERSION } from "./task-call.js";
 export type { McpTool } from "./tool-definition.js";
 import { childEnvironment, type StdioServerConfig } from "./stdio-servers.js";
 import { CONTENT_OUTPUT_SCHEMA, isRetrySafe, sideEffectClassOf, toolDefinitionHash, type McpTool } from "./tool-definition.js";
@@ -245,7 +246,14 @@ export function nodeTypeOfTool(
     const outputProblem = schemaProblemOf(tool.outputSchema);
     if (outputProblem) return { reason: `its outputSchema does not compile: ${outputProblem}` };
   }
-  if (tool.execution?.taskSupport === "required") return { reason: "it can only be called as an MCP task, which imports leave out for now (mcp.call runs a node type pinned to it as a task: see docs/mcp-import.md)" };
+  // A task-required tool is imported pinned (tool_hash): mcp.call sees in the server's listing that it needs a task and
+  // calls it as one (task-call.ts), which it does over Streamable HTTP on the 2025-11-25 era only.
+  if (tool.execution?.taskSupport === "required") {
+    if (!server.url) return { reason: "it can only be called as an MCP task, which mcp.call runs over Streamable HTTP only (not on a stdio server)" };
+    if (typeof options.protocol === "object" && options.protocol.pin !== TASK_PROTOCOL_VERSION) {
+      return { reason: `it can only be called as an MCP task, which mcp.call runs on protocol ${TASK_PROTOCOL_VERSION} only (the import pins ${options.protocol.pin})` };
+    }
+  }
   const mcp: Record<string, unknown> = {
     ...(server.url ? { url: server.url } : { server: server.server }),
     tool: tool.name,

@@ -8,7 +8,7 @@ import { createServer } from "node:http";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { nodeTypesImportMcp } from "../../../core/src/cli/node-types-import-mcp.js";
 import { toDraft2020 } from "../src/schema-dialect.js";
-import { CONTENT_OUTPUT_SCHEMA, importMcpServer, parseHeader, parseSource, toolDefinitionHash, McpImportError } from "../src/index.js";
+import { CONTENT_OUTPUT_SCHEMA, importMcpServer, nodeTypeOfTool, parseHeader, parseSource, toolDefinitionHash, McpImportError } from "../src/index.js";
 import { errorOf, openFabric, outputsOf, startRawMcpServer, startServerEverything, type ChildServer, type McpTestServer, type TestFabric } from "./mcp-fixtures.js";
 
 const DRAFT07_WITH_REF = {
@@ -138,6 +138,15 @@ describe("importing servers that misbehave", () => {
   it("refuses a source that is neither an http(s) URL nor a command", () => {
     expect(() => parseSource("ftp://example.com/mcp")).toThrow(/http\(s\) URL or a command/);
     expect(() => parseSource("  ")).toThrow(McpImportError);
+  });
+
+  it("imports a task-required tool pinned over Streamable HTTP, and leaves it out, with the reason, where mcp.call cannot run a task", () => {
+    const task = { name: "research", description: "A long task", inputSchema: { type: "object" }, execution: { taskSupport: "required" as const } };
+    const made = nodeTypeOfTool(task, { url: "http://127.0.0.1:9/mcp" }, { prefix: "t", version: "1.0.0" }) as { nodeType: any };
+    expect(made.nodeType.extensions["nodefabric.mcp"]).toMatchObject({ url: "http://127.0.0.1:9/mcp", tool: "research", tool_hash: toolDefinitionHash(task) });
+    expect(nodeTypeOfTool(task, { url: "http://127.0.0.1:9/mcp" }, { prefix: "t", version: "1.0.0", protocol: { pin: "2025-11-25" } })).toHaveProperty("nodeType");
+    expect(nodeTypeOfTool(task, { server: "memory" }, { prefix: "t", version: "1.0.0" })).toEqual({ reason: expect.stringMatching(/only be called as an MCP task, which mcp\.call runs over Streamable HTTP only/) });
+    expect(nodeTypeOfTool(task, { url: "http://127.0.0.1:9/mcp" }, { prefix: "t", version: "1.0.0", protocol: { pin: "2026-07-28" } })).toEqual({ reason: expect.stringMatching(/on protocol 2025-11-25 only \(the import pins 2026-07-28\)/) });
     expect(parseSource('node "my server.js" --flag')).toEqual({ kind: "stdio", server: { command: "node", args: ["my server.js", "--flag"] } });
   });
 });
@@ -171,19 +180,23 @@ describe("server-everything (the reference server from npm) imported and run thr
     expect(tools.length).toBeGreaterThan(5);
     for (const tool of tools) {
       const res = await fetch(`${f.registry}/v1/node-types/${encodeURIComponent(`ev.${tool.name}`)}?version=1.0.0`);
-      if ((tool as any).execution?.taskSupport === "required") {
-        // Left out, named in the summary: mcp.call does not call tools as MCP tasks yet.
-        expect(res.status).toBe(404);
-        expect(stdout).toContain(`${tool.name}: it can only be called as an MCP task`);
-        continue;
-      }
       expect(res.status, `ev.${tool.name}`).toBe(200);
       const t = (await res.json()) as any;
+      // Every tool is imported pinned, a task-required one too: mcp.call reads from the listing that it needs a task.
+      expect(t.extensions["nodefabric.mcp"].tool_hash).toBe(toolDefinitionHash(tool as never));
       expect(t.input_schema).toEqual(toDraft2020(tool.inputSchema as never));
       expect(t.output_schema).toEqual(tool.outputSchema ? toDraft2020(tool.outputSchema as never) : CONTENT_OUTPUT_SCHEMA);
       expect(t.description).toBe(tool.description);
     }
   }, 30_000);
+
+  it("runs the imported task-required tool (simulate-research-query) as an MCP task to completion", async () => {
+    const research = await f.run("ev.simulate-research-query", { topic: "imported tasks" });
+    expect(research.state, JSON.stringify(errorOf(research))).toBe("completed");
+    expect(JSON.stringify(outputsOf(research))).toContain("imported tasks");
+    const nodeRun = await fetch(`${f.gateway}/v1/node-runs/${research.root_node_run_id}`).then((r) => r.json() as Promise<any>);
+    expect(nodeRun.extensions["nodefabric.checkpoint"].data.mcp_task).toMatchObject({ url: everything.url, tool: "simulate-research-query", task_id: expect.any(String) });
+  }, 40_000);
 
   it("runs its tools as runs, giving what a direct tools/call gives", async () => {
     const echo = await f.run("ev.echo", { message: "hello" });
