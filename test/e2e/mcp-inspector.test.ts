@@ -270,7 +270,7 @@ describe("round trip: server-everything imported with `fabric node-types import 
       expect(again.annotations?.readOnlyHint ?? false, name).toBe(upstream.annotations?.readOnlyHint ?? false);
       expect(again.annotations?.destructiveHint ?? true, name).toBe(upstream.annotations?.destructiveHint ?? true);
     }
-    // A tool left out is named, with its reason (server-everything's task-only tool).
+    // A tool left out would be named, with its reason (server-everything's task-only tool is now imported).
     for (const t of mine.json.result.tools) {
       if (!published.includes(t.name) && t.name !== "get-roots-list") expect(imported, t.name).toMatch(new RegExp(`^\\s+${t.name}: `, "m"));
     }
