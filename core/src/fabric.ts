@@ -231,6 +231,9 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         handlers,
         registryUrl: serviceUrl(config, "node-registry"),
         selectionUrl: serviceUrl(config, "selection"),
+        // The candidates ctx.select offers are those the PDP lets the run create (in process when the PDP is).
+        policy: config.policy_checks ? inProcessPdp(local) : undefined,
+        pdpUrl: config.policy_checks ? serviceUrl(config, "pdp") : undefined,
         publicUrl: servicePort(config, "composite-executor") === 0 && !config.services["composite-executor"]?.url ? undefined : serviceUrl(config, "composite-executor"),
       });
     }
@@ -242,8 +245,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         const api = inProcessApi(s.app, "atomic-executor");
         if (api) executors.set(new URL(s.url).origin, api);
       }
-      const pdpApp = local.find((s) => s.name === "pdp")?.app;
-      const pdp = pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
+      const pdp = inProcessPdp(local);
       const store = await pluginStore(config, plugins, name, (s) => s.runs);
       // The coordinator closes the store itself, after its engine stopped and let go of its runs.
       return await buildRunCoordinator({
@@ -282,6 +284,12 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
       throw new Error(`unknown service ${String(unknown)}`);
     }
   }
+}
+
+/** The PDP of this process, called in process, when it runs here. */
+function inProcessPdp(local: LocalServices) {
+  const pdpApp = local.find((s) => s.name === "pdp")?.app;
+  return pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
 }
 
 const START_ORDER: readonly ServiceName[] = ["node-registry", "pdp", "selection", "atomic-executor", "composite-executor", "run-coordinator", "run-gateway"];

@@ -352,7 +352,14 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
     if (usable.length === 0) {
       throw new HandlerError("no_candidate", `Selection proposed no node type the planner may run for subtask "${s.id}" (${s.goal})`, {
         retryable: false,
-        details: { subtask_id: s.id, goal: s.goal, candidate_set_id: set.candidate_set_id, refused: set.candidates.map((c) => refName(c.node_type_ref)) },
+        details: {
+          subtask_id: s.id,
+          goal: s.goal,
+          candidate_set_id: set.candidate_set_id,
+          refused: set.candidates.map((c) => refName(c.node_type_ref)),
+          // The candidates the PDP denied this run before the model could see them, with its reasons.
+          ...(set.extensions?.["nodefabric.policy_refused"] ? { policy_refused: set.extensions["nodefabric.policy_refused"] } : {}),
+        },
       });
     }
     candidatesOf.set(s.id, usable);

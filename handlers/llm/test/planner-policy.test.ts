@@ -135,7 +135,7 @@ describe("llm.planner under a policy", () => {
     expect(started["test.weather"]).toBeUndefined();
   });
 
-  it("a node type with irreversible side effects is refused by Cedar, with the decision recorded", async () => {
+  it("a node type with irreversible side effects is refused by Cedar before the model sees it, with the decision recorded", async () => {
     respond = brain({
       plan: () => ({ content: { subtasks: [{ id: "p", goal: "send a payment", after: [] }] } }),
       inputs: () => ({ content: { amount: 10 } }),
@@ -143,12 +143,35 @@ describe("llm.planner under a policy", () => {
     });
     const run = await start({ goal: "pay", allowed_node_type_ids: ["test.pay"] });
     const done = await ended(run.run_id);
-    const out = done.extensions["nodefabric.outputs"];
+    expect(done.state).toBe("failed");
+    expect(rootError(done)).toMatchObject({
+      code: "no_candidate",
+      details: { subtask_id: "p", policy_refused: [{ node_type_ref: { node_type_id: "test.pay" }, reason_code: expect.any(String) }] },
+    });
+    // The plan was the only model call: no prompt ever offered test.pay, and it never ran.
+    expect(purposes()).toEqual(["plan"]);
+    expect(llm.calls.some((c) => JSON.stringify(c.body).includes("test.pay"))).toBe(false);
+    expect(started["test.pay"]).toBeUndefined();
+  });
+
+  it("the model chooses only among the candidates the PDP allows: a denied one is left out of its choice", async () => {
+    respond = brain({
+      plan: () => ({ content: { subtasks: [{ id: "w", goal: "weather in Oslo, or send a payment", after: [] }] } }),
+      evaluate: () => ({ content: { summary: "done", success: true, recovery: [] } }),
+    });
+    const run = await start({ goal: "Oslo weather", allowed_node_type_ids: [...TOOLS, "test.pay"] });
+    const done = await ended(run.run_id);
     expect(done.state, JSON.stringify(rootError(done))).toBe("completed");
-    expect(out.success).toBe(false);
-    expect(out.child_node_runs[0]).toMatchObject({ subtask_id: "p", state: "failed", error: { code: "policy_denied" } });
-    const events: Json[] = await gov.events(run.run_id);
-    expect(events.some((e) => e.type === "policy_decided" && e.data.decision === "deny" && e.node_run_id === out.child_node_runs[0].node_run_id)).toBe(true);
+    // Selection on its own proposes test.pay for this subtask: the PDP is what left it out.
+    const proposed = await fetch(`${gov.urls.selection}/v1/candidate-sets`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ subtask_spec: { subtask_id: "w", goal: "weather in Oslo, or send a payment" }, constraints: { candidates: { max_candidates_per_subtask: 5, allowed_node_type_ids: [...TOOLS, "test.pay"] } } }),
+    }).then((r) => r.json() as Promise<Json>);
+    expect(proposed.candidates.map((c: Json) => c.node_type_ref.node_type_id)).toContain("test.pay");
+    // Every model call after the plan saw the allowed tools only, and the model did choose among them.
+    expect(purposes()).toContain("choose");
+    for (const c of llm.calls.slice(1)) expect(JSON.stringify(c.body)).not.toContain("test.pay");
     expect(started["test.pay"]).toBeUndefined();
   });
 

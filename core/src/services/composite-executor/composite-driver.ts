@@ -14,6 +14,7 @@ import type {
   NodeRunCompleteRequest,
   NodeRunCreateSpec,
   NodeRunEvaluationReportRequest,
+  PolicyDecision,
   RecoveryAction,
   RunEvent,
   SubtaskSpec,
@@ -23,6 +24,7 @@ import { FabricError } from "../../http/errors.js";
 import { dedupeIssues, issuesFromAjv } from "../../http/validation.js";
 import type { CoordinatorClient } from "../../clients/coordinator-client.js";
 import type { SelectionClient } from "../../clients/selection-client.js";
+import type { PolicyClient } from "../../engine/engine-types.js";
 import { mergeConstraints } from "../../engine/constraints.js";
 import { ChildFailedError } from "@nodefabric/sdk";
 import { HandlerError } from "@nodefabric/sdk";
@@ -38,6 +40,8 @@ export interface CompositeDriverOptions {
   target: CompositeTarget;
   client: CoordinatorClient;
   selection?: SelectionClient;
+  /** Decides, per candidate, whether this run may create a child of it; the denied ones never reach `ctx.select`. */
+  policy?: PolicyClient;
   log: FastifyBaseLogger;
   /** Called once when the driver stops, whatever the reason. */
   onEnd(driver: CompositeDriver): void;
@@ -315,11 +319,51 @@ export class CompositeDriver {
     const merged = constraints ? mergeConstraints(this.o.begin.constraints, constraints) : this.o.begin.constraints;
     if (merged && Object.keys(merged).length > 0) request.constraints = merged;
     if (this.o.begin.run_context) request.run_context = this.o.begin.run_context;
+    let set: CandidateSet;
     try {
-      return await selection.createCandidateSet(request);
+      set = await selection.createCandidateSet(request);
     } catch (err) {
       throw asHandlerError(err);
     }
+    return this.o.policy ? await this.allowedCandidates(this.o.policy, set, merged) : set;
+  }
+
+  /**
+   * The candidates of `set` the PDP lets this run create a child of (`node.run.create`, as the coordinator asks when
+   * the child is created), in Selection's order. A denied one is left out and named, with the PDP's reason, in the
+   * set's `extensions["nodefabric.policy_refused"]`, so what the composite (a model among them) chooses from is what
+   * the policy allows. A PDP that cannot answer fails the call as retryable, never opens the set.
+   */
+  private async allowedCandidates(policy: PolicyClient, set: CandidateSet, constraints: ConstraintEnvelope | undefined): Promise<CandidateSet> {
+    if (set.candidates.length === 0) return set;
+    let decisions: PolicyDecision[];
+    try {
+      decisions = await Promise.all(
+        set.candidates.map((c) =>
+          policy.decide({
+            action: "node.run.create",
+            run_id: this.o.begin.run_id,
+            node_type_ref: c.node_type_ref,
+            ...(this.o.begin.run_context ? { run_context: this.o.begin.run_context } : {}),
+            // What the coordinator would hold as the child's envelope: the composite's, then the node type's own (its
+            // side-effect gate).
+            constraints: mergeConstraints(constraints, (c as { constraints?: ConstraintEnvelope }).constraints),
+          }),
+        ),
+      );
+    } catch (err) {
+      throw new HandlerError("pdp_unavailable", `the PDP could not decide the candidates of subtask ${set.subtask_id ?? ""}: ${(err as Error).message}`, { retryable: true });
+    }
+    const refused: JsonObject[] = [];
+    const candidates = set.candidates.filter((c, i) => {
+      const d = decisions[i]!;
+      if (d.decision !== "deny") return true;
+      refused.push({ node_type_ref: c.node_type_ref as unknown as JsonObject, ...(d.reason_code ? { reason_code: d.reason_code } : {}), ...(d.message ? { message: d.message } : {}) });
+      return false;
+    });
+    if (refused.length === 0) return set;
+    this.o.log.info({ ...runLogFields(this.o.begin, this.nodeRunId), candidate_set_id: set.candidate_set_id, refused: refused.length }, "candidates the PDP denies left out");
+    return { ...set, candidates, extensions: { ...(set.extensions ?? {}), "nodefabric.policy_refused": refused } };
   }
 
   private async childRequest(nodeRunId: string): Promise<ChildRequest> {

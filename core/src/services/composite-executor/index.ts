@@ -18,6 +18,8 @@ import { bearerHeaders } from "../../clients/service-tokens.js";
 import { registerOnListen, type RegistryRegistration } from "../atomic-executor/registry-registration.js";
 import { handlersCheck, logFailedLoads } from "../atomic-executor/handlers-check.js";
 import { CompositeDriver } from "./composite-driver.js";
+import { HttpPolicyClient } from "../../clients/pdp-client.js";
+import type { PolicyClient } from "../../engine/engine-types.js";
 import { CompositeTargets } from "./composite-targets.js";
 import { exposeObservables } from "../../observe/observables.js";
 
@@ -30,6 +32,14 @@ export interface CompositeExecutorOptions extends ServiceSecurityOptions {
   registryUrl: string;
   /** Selection service that `ctx.select` asks. */
   selectionUrl?: string;
+  /**
+   * The PDP that decides, for each candidate Selection proposes to `ctx.select`, whether this run may create a child
+   * of it (`node.run.create`): a denied candidate is dropped before the composite (a model among them) sees it. An
+   * in-process PDP (`policy`) or its URL (`pdpUrl`); with neither, candidates are not checked here (the coordinator
+   * still decides every child it creates).
+   */
+  policy?: PolicyClient;
+  pdpUrl?: string;
   /** URL the coordinator reaches this executor at (default: derived from the listening address). */
   publicUrl?: string;
   executorInstanceId?: string;
@@ -50,6 +60,8 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
   const composite = options.handlers.definitions.filter((d) => isCompositeDefinition(d.definition));
   const registry = new RegistryClient(options.registryUrl, { connections: 8, headersTimeoutMs: 10_000, headers: bearerHeaders(options.tokens, "node-registry") });
   const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { connections: 32, headers: bearerHeaders(options.tokens, "selection") }) : undefined;
+  const pdpClient = !options.policy && options.pdpUrl ? new HttpPolicyClient(options.pdpUrl, { headers: bearerHeaders(options.tokens, "pdp") }) : undefined;
+  const policy = options.policy ?? pdpClient;
   const targets = new CompositeTargets(composite, options.handlers, registry);
   const driving = new Map<string, CompositeDriver>();
   const canceled = new Map<string, number>();
@@ -118,6 +130,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
       target,
       client: coordinator(begin.coordinator_endpoint),
       selection,
+      policy,
       log: app.log,
       onEnd: (d) => {
         if (driving.get(d.nodeRunId) === d) driving.delete(d.nodeRunId);
@@ -147,7 +160,7 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
     // Stopped without reporting: the coordinator sends `:begin` again (here or elsewhere) and the composite replays.
     for (const d of [...driving.values()]) d.stop("shutdown");
     await registration?.stop();
-    await Promise.all([registry.close(), selection?.close(), ...[...coordinators.values()].map((c) => c.close())]);
+    await Promise.all([registry.close(), selection?.close(), pdpClient?.close(), ...[...coordinators.values()].map((c) => c.close())]);
   });
 
   return app;
