@@ -94,5 +94,17 @@ describe("fabric start with authentication required: service tokens over real HT
     expect(fanout.body.state, JSON.stringify(fanout.body.extensions)).toBe("completed");
     const nodeRuns = await call("GET", `${url("run-gateway")}/v1/runs/${fanout.body.run_id}/node-runs`, undefined, bearer);
     expect(nodeRuns.body).toHaveLength(3);
+
+    // ctx.select in its own process: Selection with the executor's token, then the PDP over HTTP with it too, for each
+    // candidate (node.run.create), before the composite sees the set.
+    const picked = await call(
+      "POST",
+      `${url("run-gateway")}/v1/runs`,
+      { root_node_type_ref: { node_type_id: "examples.pick-and-run", version: "1.0.0" }, input: { goal: "echo the inputs back", inputs: { hello: "split" }, allowed_node_type_ids: ["demo.echo"] } },
+      { prefer: "wait=20", ...bearer },
+    );
+    expect(picked.status).toBe(200);
+    expect(picked.body.state, JSON.stringify(picked.body.extensions)).toBe("completed");
+    expect(picked.body.extensions["nodefabric.outputs"]).toMatchObject({ outputs: { echo: { hello: "split" } } });
   }, 120_000);
 });
