@@ -91,7 +91,9 @@ function atStandIn(id: string): AtomicDefinition {
 describe("every tool, against the stand-in server", () => {
   for (const e of recorded.exchanges) {
     if (e.untested) {
-      it.skip(`${e.node_type_id}: ${e.untested}`, () => undefined);
+      // Not run, for the reason the scaffolder recorded (no sample arguments or answer satisfies the tool's schemas):
+      // listed as a to-do naming that reason, as the OpenAPI packages do, rather than passing unseen.
+      it.todo(`${e.node_type_id}: ${e.untested}`);
       continue;
     }
     it(`${e.node_type_id} calls ${e.tool} with its inputs and answers the tool's result`, async () => {
