@@ -181,11 +181,15 @@ function combine(parts: readonly Part[]): WriteBatch {
   const nodeRuns = new Map<string, NodeRunRecord>();
   const approvals = new Map<string, ApprovalRecord>();
   const events: NewRunEvent[] = [];
+  const creates: string[] = [];
   for (const { batch } of parts) {
+    if (batch.creates) creates.push(...batch.creates);
     if (batch.runs) for (const r of batch.runs) runs.set(r.run_id, r);
     if (batch.nodeRuns) for (const n of batch.nodeRuns) nodeRuns.set(n.node_run_id, n);
     if (batch.approvals) for (const a of batch.approvals) approvals.set(a.approval_id, a);
     if (batch.events) for (const e of batch.events) events.push(e);
   }
-  return { runs: [...runs.values()], nodeRuns: [...nodeRuns.values()], approvals: [...approvals.values()], events };
+  const out: WriteBatch = { runs: [...runs.values()], nodeRuns: [...nodeRuns.values()], approvals: [...approvals.values()], events };
+  if (creates.length > 0) out.creates = creates;
+  return out;
 }

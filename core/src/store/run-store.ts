@@ -81,6 +81,11 @@ export const DECIDED_BY_KEY = "nodefabric.decided_by";
 /** Changes applied together in one transaction. Records are upserts keyed by their id. */
 export interface WriteBatch {
   runs?: RunRecord[];
+  /**
+   * Runs this batch creates (their ids, each also in `runs`). Creating cannot overwrite: when one of them exists
+   * already (another coordinator created it first), `apply` throws RunExistsError and writes nothing of the batch.
+   */
+  creates?: string[];
   nodeRuns?: NodeRunRecord[];
   events?: NewRunEvent[];
   approvals?: ApprovalRecord[];
@@ -190,6 +195,12 @@ export interface RunStore {
   /** Present on a store several coordinators share (PostgreSQL); absent on the embedded SQLite store. */
   readonly shared?: SharedRunStore;
 
+  /**
+   * Resolves when the store's database answers now, for /v1/health; throws (a StoreUnavailableError) when it cannot
+   * be reached. A store on a database server answers quickly and briefly caches the answer; others may leave it out.
+   */
+  ping?(): Promise<void>;
+
   close(): Promise<void>;
 }
 
@@ -229,6 +240,26 @@ export class FencedError extends Error {
 
   static is(err: unknown): err is FencedError {
     return err instanceof Error && (err as { code?: unknown }).code === FENCED;
+  }
+}
+
+/** The code of a RunExistsError. */
+export const RUN_EXISTS = "FABRIC_RUN_EXISTS";
+
+/**
+ * A batch refused because a run it creates (`WriteBatch.creates`) exists already: the same client-chosen run_id was
+ * started a moment earlier, here or through another coordinator. Nothing of the batch was written; the caller reads
+ * the run that exists and answers with it (the same request) or with a conflict (another request).
+ */
+export class RunExistsError extends Error {
+  readonly code = RUN_EXISTS;
+  constructor(readonly runId: string) {
+    super(`run ${runId} exists already`);
+    this.name = "RunExistsError";
+  }
+
+  static is(err: unknown): err is RunExistsError {
+    return err instanceof Error && (err as { code?: unknown }).code === RUN_EXISTS;
   }
 }
 

@@ -12,6 +12,7 @@ import type {
   RunRecord,
   RunStore,
 } from "../../src/store/run-store.js";
+import { RunExistsError } from "../../src/store/run-store.js";
 
 /** What `open` hands the suite: an empty store, optionally a way to open the same data again, and a cleanup. */
 export interface RunStoreHarness {
@@ -399,6 +400,46 @@ export function runStoreContract(name: string, open: () => Promise<RunStoreHarne
         // The numbering carries on where the last committed batch left it.
         const after = await store.apply({ events: [makeEvent(run.run_id)] });
         expect(after.map((e) => e.seq)).toEqual([2]);
+      });
+    });
+
+    describe("creating a run", () => {
+      it("creates a run named in `creates` once; creating it again is refused with RunExistsError and writes nothing", async () => {
+        const run = makeRun();
+        const root = makeNodeRun({ run_id: run.run_id, node_run_id: run.run.root_node_run_id });
+        const first = await store.apply({ runs: [run], nodeRuns: [root], events: [makeEvent(run.run_id, { type: "run_started" })], creates: [run.run_id] });
+        expect(first.map((e) => e.seq)).toEqual([0]);
+
+        // The same run_id again, with another root and other events (another coordinator's start of the same id),
+        // and in the same batch another run that would be fine on its own.
+        const again: RunRecord = { ...makeRun(), run_id: run.run_id, request_hash: "other" };
+        const otherRoot = makeNodeRun({ run_id: run.run_id, node_run_id: again.run.root_node_run_id });
+        const bystander = makeRun();
+        const err = await store
+          .apply({
+            runs: [again, bystander],
+            nodeRuns: [otherRoot, makeNodeRun({ run_id: bystander.run_id, node_run_id: bystander.run.root_node_run_id })],
+            events: [makeEvent(run.run_id, { type: "run_started" }), makeEvent(bystander.run_id)],
+            creates: [run.run_id, bystander.run_id],
+          })
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+        expect(RunExistsError.is(err)).toBe(true);
+        expect((err as RunExistsError).runId).toBe(run.run_id);
+
+        expect(await store.getRun(run.run_id)).toEqual(run);
+        expect(await store.getNodeRun(otherRoot.node_run_id)).toBeUndefined();
+        expect(await store.getRun(bystander.run_id)).toBeUndefined();
+        expect((await store.listEvents(run.run_id, -1, 10)).map((e) => e.seq)).toEqual([0]);
+        expect(await store.lastSeq(run.run_id)).toBe(0);
+
+        // Without `creates`, a batch writing the run is an update as before.
+        const running: RunRecord = { ...run, state: "running", run: { ...run.run, state: "running" } };
+        await store.apply({ runs: [running], events: [makeEvent(run.run_id)] });
+        expect((await store.getRun(run.run_id))?.state).toBe("running");
+        expect(await store.lastSeq(run.run_id)).toBe(1);
       });
     });
 

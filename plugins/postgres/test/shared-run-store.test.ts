@@ -7,7 +7,7 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { FencedError, type NodeRunRecord, type RunRecord } from "@nodefabric/core";
+import { FencedError, RunExistsError, type NodeRunRecord, type RunRecord } from "@nodefabric/core";
 import { makeEvent, makeNodeRun, makeRun } from "../../../core/test/store/run-store-contract.js";
 import { openPgRunStore, type PgRunStore } from "../src/index.js";
 import { dropSchema, newSchema, OPEN_OPTIONS, PG_URL, storeUrl } from "./support/pg.js";
@@ -71,6 +71,37 @@ describe("SharedRunStore: PostgreSQL", () => {
     expect(owner.expires_at).toBeGreaterThanOrEqual(before + LEASE);
     expect(owner.expires_at).toBeLessThanOrEqual(Date.now() + LEASE);
     expect(await a.ownerOf("run_missing")).toBeUndefined();
+  });
+
+  it("lets only one of two coordinators creating the same run at the same moment create it; the other gets RunExistsError and writes nothing", async () => {
+    const [a, b] = await coordinators("coord-a", "coord-b");
+    for (let round = 0; round < 20; round++) {
+      const ofA = makeRun();
+      const ofB: RunRecord = { ...makeRun(), run_id: ofA.run_id };
+      const start = (store: PgRunStore, run: RunRecord) =>
+        rejection(
+          store.apply({
+            runs: [run],
+            nodeRuns: [makeNodeRun({ run_id: run.run_id, node_run_id: run.run.root_node_run_id })],
+            events: [makeEvent(run.run_id, { type: "run_started", data: { root_node_run_id: run.run.root_node_run_id } })],
+            creates: [run.run_id],
+          }),
+        );
+      const [errA, errB] = await Promise.all([start(a, ofA), start(b, ofB)]);
+      // Exactly one created it, and the other was told the run exists (not fenced, not a unique violation).
+      expect([errA, errB].filter((e) => e === undefined)).toHaveLength(1);
+      const refused = errA ?? errB;
+      expect(RunExistsError.is(refused)).toBe(true);
+      const winner = errA === undefined ? ofA : ofB;
+      const loser = errA === undefined ? ofB : ofA;
+      expect((await a.getRun(ofA.run_id))?.run).toEqual(winner.run);
+      expect(await a.getNodeRun(loser.run.root_node_run_id)).toBeUndefined();
+      const events = await b.listEvents(ofA.run_id, -1, 10);
+      expect(events.map((e) => [e.seq, e.type])).toEqual([[0, "run_started"]]);
+      // The creator holds it; the other does not think it does.
+      expect((errA === undefined ? a : b).holds(ofA.run_id)).toBe(true);
+      expect((errA === undefined ? b : a).holds(ofA.run_id)).toBe(false);
+    }
   });
 
   it("refuses another coordinator's write to a run it does not hold, writing nothing of the batch", async () => {
