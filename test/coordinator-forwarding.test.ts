@@ -110,6 +110,31 @@ describe("coordinators of one database forward writes to the coordinator holding
     expect(late.body.error.code).toBe("node_run_terminal");
   });
 
+  it("makes a decision sent through both gateways at once once; opposite decisions at once: one wins, the other is a 409", async () => {
+    const same = await parked("acme");
+    const both = await Promise.all([0, 1].map(async (i) => call("POST", `${url(i, "run-gateway")}/v1/approvals/${same.approvalId}:approve`, undefined, await as("run-gateway", "acme"))));
+    expect(both.map((r) => r.status)).toEqual([204, 204]);
+    const opposite = await parked("acme");
+    const [approve, reject] = await Promise.all([
+      call("POST", `${url(0, "run-gateway")}/v1/approvals/${opposite.approvalId}:approve`, undefined, await as("run-gateway", "acme")),
+      call("POST", `${url(1, "run-gateway")}/v1/approvals/${opposite.approvalId}:reject`, undefined, await as("run-gateway", "acme")),
+    ]);
+    expect([approve.status, reject.status].sort()).toEqual([204, 409]);
+    const winner = approve.status === 204 ? "approved" : "rejected";
+    for (const [{ runId }, decision] of [[same, "approved"], [opposite, winner]] as const) {
+      const ended = await eventually(async () => {
+        const g = await call("GET", `${url(1, "run-gateway")}/v1/runs/${runId}`, undefined, await as("run-gateway", "acme"));
+        return g.body.state === "completed" || g.body.state === "failed" ? g.body : undefined;
+      }, 15_000, "the run ended");
+      expect(ended.state).toBe(decision === "approved" ? "completed" : "failed");
+      const ev = await readNdjson(`${url(0, "run-gateway")}/v1/runs/${runId}/events?follow=false`, await as("run-gateway", "acme"));
+      const resolved = ev.lines.filter((e) => e.type === "approval_resolved");
+      expect(resolved).toHaveLength(1);
+      expect(resolved[0].data.decision).toBe(decision);
+      expect(ev.lines.filter((e) => e.type === "node_run_started")).toHaveLength(decision === "approved" ? 1 : 0);
+    }
+  });
+
   it("passes a decision's reason on to the holder, through the other gateway and straight to the other coordinator", async () => {
     const viaGateway = await parked("acme");
     const viaCoordinator = await parked("acme");
