@@ -93,6 +93,10 @@ export interface StoreConfig {
   pool_size?: number;
   /** Longest a single statement may run (ms). */
   statement_timeout_ms?: number;
+  /** Longest opening a connection, or waiting for a pooled one, may take (ms; the store's default when unset). */
+  connect_timeout_ms?: number;
+  /** Longest the driver waits for one query's answer before giving the connection up (ms; 0 = no limit). */
+  query_timeout_ms?: number;
 }
 
 /**
@@ -230,6 +234,8 @@ export const CONFIG_SCHEMA = {
         url: { type: "string", pattern: "^[A-Za-z][A-Za-z0-9+.-]*:" },
         pool_size: { type: "integer", minimum: 1, maximum: 10000 },
         statement_timeout_ms: { type: "integer", minimum: 0 },
+        connect_timeout_ms: { type: "integer", minimum: 1 },
+        query_timeout_ms: { type: "integer", minimum: 0 },
       },
     },
     policy: { type: "string", minLength: 1 },

@@ -119,6 +119,8 @@ async function pluginStore<S extends { close(): Promise<void> }>(
   return factory(url, {
     poolSize: config.store.pool_size,
     statementTimeoutMs: config.store.statement_timeout_ms,
+    connectTimeoutMs: config.store.connect_timeout_ms,
+    queryTimeoutMs: config.store.query_timeout_ms,
     dataDir: path.resolve(config.base_dir, config.data_dir),
     service: name,
   });

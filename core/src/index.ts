@@ -36,6 +36,7 @@ export type { RunStore, RunRecord, NodeRunRecord, WriteBatch, RunListQuery, Clai
 export type { NodeTypeStore } from "./store/node-type-store.js";
 export { FencedError, FENCED, TERMINAL_STATES, type SharedRunStore, type CoordinatorRecord, type RunOwner } from "./store/run-store.js";
 export { HeldRunCache } from "./store/held-run-cache.js";
+export { StoreUnavailableError, storeUnavailable, STORE_RETRY_AFTER_SECONDS } from "./store/store-unavailable.js";
 export { orderKey, orderKeys, cursorKey, isSemver } from "./store/node-type-version-order.js";
 export type { CandidateSetStore, StoredCandidateSet } from "./store/candidate-set-store.js";
 export { CHANNEL_NAMES, type ChannelMessages, type RunStartedMessage, type RunEndedMessage, type NodeRunEndedMessage, type NodeRunRetryingMessage, type BudgetExceededMessage, type PdpDecisionMessage, type StoreWriteMessage, type HttpRequestMessage } from "./observe/channels.js";

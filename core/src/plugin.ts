@@ -22,6 +22,10 @@ export interface StoreOpenOptions {
   poolSize?: number;
   /** Longest a single statement may run, in ms (store.statement_timeout_ms). */
   statementTimeoutMs?: number;
+  /** Longest opening a connection (or waiting for a pooled one) may take, in ms (store.connect_timeout_ms). */
+  connectTimeoutMs?: number;
+  /** Longest the driver waits for the answer to one query before giving the connection up, in ms; 0 = no limit (store.query_timeout_ms). */
+  queryTimeoutMs?: number;
   /** The fabric's data folder (absolute), for a store that keeps local files. */
   dataDir: string;
   /** The service opening the store. */

@@ -39,20 +39,49 @@ export function loadOrCreateAssignmentSecret(file: string): Uint8Array {
   return secret;
 }
 
+function checkedKey(key: Uint8Array): Uint8Array {
+  if (key.length < 32) throw new Error("an assignment secret needs at least 32 bytes");
+  return key;
+}
+
 /** Mints and checks assignment tokens with one secret. */
 export class AssignmentTokens implements AssignmentVerifier {
-  private readonly key: Uint8Array;
+  private key: Uint8Array | undefined;
+  private readonly load: (() => Promise<Uint8Array>) | undefined;
+  private loading: Promise<Uint8Array> | undefined;
 
+  /**
+   * `secret` may be a function that reads it (from a database that may be down when the coordinator starts): it is
+   * read at the first mint or check, and read again at the next one when that failed.
+   */
   constructor(
-    secret?: Uint8Array,
+    secret?: Uint8Array | (() => Promise<Uint8Array>),
     readonly ttlSeconds = DEFAULT_ASSIGNMENT_TTL_SECONDS,
   ) {
-    this.key = secret ?? randomBytes(32);
-    if (this.key.length < 32) throw new Error("an assignment secret needs at least 32 bytes");
+    if (typeof secret === "function") this.load = secret;
+    else this.key = checkedKey(secret ?? randomBytes(32));
+  }
+
+  /** The key, or the promise of it while it is being read. */
+  private keyNow(): Uint8Array | Promise<Uint8Array> {
+    if (this.key) return this.key;
+    this.loading ??= this.load!().then(
+      (k) => (this.key = checkedKey(k)),
+      (err: unknown) => {
+        this.loading = undefined;
+        throw err;
+      },
+    );
+    return this.loading;
   }
 
   /** A token bound to (run_id, node_run_id). */
   mint(claims: AssignmentClaims): Promise<string> {
+    const key = this.keyNow();
+    return key instanceof Uint8Array ? Promise.resolve(this.sign(claims, key)) : key.then((k) => this.sign(claims, k));
+  }
+
+  private sign(claims: AssignmentClaims, key: Uint8Array): string {
     const now = Math.floor(clock.now() / 1000);
     // The same compact HS256 JWT jose's SignJWT makes, signed synchronously with node:crypto: one is minted for every
     // atomic dispatch too (for its progress reports), where jose's async WebCrypto signing cost about 57 µs each.
@@ -66,7 +95,7 @@ export class AssignmentTokens implements AssignmentVerifier {
       exp: now + this.ttlSeconds,
     };
     const signingInput = `${this.header}.${Buffer.from(JSON.stringify(payload)).toString("base64url")}`;
-    return Promise.resolve(`${signingInput}.${createHmac("sha256", this.key).update(signingInput).digest("base64url")}`);
+    return `${signingInput}.${createHmac("sha256", key).update(signingInput).digest("base64url")}`;
   }
 
   private readonly header = Buffer.from(JSON.stringify({ alg: "HS256", typ: ASSIGNMENT_TYP })).toString("base64url");
@@ -83,7 +112,7 @@ export class AssignmentTokens implements AssignmentVerifier {
   async verify(token: string): Promise<AssignmentClaims> {
     let payload;
     try {
-      ({ payload } = await jwtVerify(token, this.key, {
+      ({ payload } = await jwtVerify(token, await this.keyNow(), {
         algorithms: ["HS256"],
         audience: ASSIGNMENT_AUDIENCE,
         issuer: ASSIGNMENT_AUDIENCE,

@@ -110,7 +110,8 @@ export class Dispatcher {
       .catch((err) => {
         // A run another coordinator took over: its new holder dispatches the NodeRun again.
         if (FencedError.is(err)) this.core.o.log.info(about, "dropped a dispatch: the run moved to another coordinator");
-        else this.core.o.log.error({ err, ...about }, "dispatch failed");
+        // The database went away: the NodeRun's lease runs out and it is claimed again once the database is back.
+        else if (!this.core.outage.failed(err, "dispatching")) this.core.o.log.error({ err, ...about }, "dispatch failed");
       })
       .finally(() => {
         this.inFlight--;
@@ -127,6 +128,8 @@ export class Dispatcher {
     }
     this.pumping = true;
     try {
+      // While the database is down, claims are tried again only after the backoff (the recovery tick wakes us).
+      if (this.core.outage.waiting()) return;
       while (!this.core.stopped && this.inFlight < this.maxInFlight) {
         const claimed = await this.core.store.claim({
           owner: this.core.o.instanceId,
@@ -134,11 +137,12 @@ export class Dispatcher {
           limit: Math.min(512, this.maxInFlight - this.inFlight),
           leaseMs: this.core.leaseMs,
         });
+        this.core.outage.ok();
         if (claimed.length === 0) break;
         for (const rec of claimed) this.startDispatch({ claimed: rec });
       }
     } catch (err) {
-      this.core.o.log.error({ err }, "claiming work failed");
+      if (!this.core.outage.failed(err, "claiming work")) this.core.o.log.error({ err }, "claiming work failed");
     } finally {
       this.pumping = false;
       if (this.pumpAgain) {

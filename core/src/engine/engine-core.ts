@@ -13,6 +13,7 @@ import { EventHub } from "./event-hub.js";
 import { publish } from "../observe/channels.js";
 import { ATTR, context, endSpan, inSpan, recording, runTraceContext, SpanKind, tracer, tracingOn, type Context, type Span } from "../observe/tracing.js";
 import { TickWriter } from "./tick-writer.js";
+import { StoreOutage } from "./store-outage.js";
 import { AssignmentTokens } from "./assignment-tokens.js";
 import { mergeConstraints } from "./constraints.js";
 import { assignmentRefused, errorBody, event, isTerminal, type Caller, type Checkpoint, type RunEngineOptions } from "./engine-types.js";
@@ -54,6 +55,8 @@ export class EngineCore {
   readonly leaseMs: number;
   readonly compositeLeaseMs: number;
   readonly tokens: AssignmentTokens;
+  /** Whether the store is down, as the background loops saw it; they back off on it (store-outage.ts). */
+  readonly outage: StoreOutage;
   /** When each composite last made progress (children created or ended, evaluations), in memory. */
   readonly progress = new Map<string, number>();
   /** When each composite's current assignment token was minted, in memory. */
@@ -78,6 +81,8 @@ export class EngineCore {
     this.leaseMs = o.leaseMs ?? 30_000;
     this.compositeLeaseMs = o.compositeLeaseMs ?? Math.min(this.leaseMs, 10_000);
     this.tokens = o.assignmentTokens ?? new AssignmentTokens();
+    // Lease renewal backs off too: the pause stays well inside a lease, so the database back means leases renewed.
+    this.outage = new StoreOutage(o.log, Math.max(100, Math.min(2_000, Math.floor((o.runLeaseMs ?? 10_000) / 4))));
   }
 
   /** Runs `fn` after every earlier holder of `key` (a run id): changes to one run never interleave. */

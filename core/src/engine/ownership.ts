@@ -10,6 +10,7 @@
 import { clock } from "../clock.js";
 import type { SharedRunStore } from "../store/run-store.js";
 import type { Logger } from "./engine-types.js";
+import type { StoreOutage } from "./store-outage.js";
 
 /** Where requests for a run are served. */
 export type RunPlace = { local: true } | { local: false; owner: string; endpoint: string | null };
@@ -26,6 +27,8 @@ export interface OwnershipOptions {
   onTakenOver: (runIds: string[]) => void;
   /** Called with runs another coordinator took over from this one. */
   onLost: (runIds: string[]) => void;
+  /** The engine's view of the database being down: ticks back off while it is (store-outage.ts). */
+  outage?: StoreOutage;
 }
 
 export class RunOwnership {
@@ -67,25 +70,29 @@ export class RunOwnership {
     try {
       await this.o.shared.announce(this.o.endpoint() ?? null, clock.now(), this.o.runLeaseMs);
     } catch (err) {
-      this.o.log.warn({ err }, "announcing this coordinator failed; the next renewal tries again");
+      if (!this.o.outage?.failed(err, "announcing this coordinator")) this.o.log.warn({ err }, "announcing this coordinator failed; the next renewal tries again");
     }
   }
 
   /** One round: announce, renew what is held (and hear what was lost), take over what others left. */
   async tick(): Promise<void> {
-    if (this.ticking || this.stopped) return;
+    if (this.ticking || this.stopped || this.o.outage?.waiting()) return;
     this.ticking = true;
     const { shared, log } = this.o;
     try {
       const now = clock.now();
       if (now - this.renewedAt >= this.o.runLeaseMs / 3) {
-        await shared.announce(this.o.endpoint() ?? null, now, this.o.runLeaseMs);
+        // A renewal that fails (the database is down) changes nothing held: the runs are neither dropped nor
+        // assumed still ours past their lease (the store stops vouching for them then), and the next tick tries
+        // again. Renewed first: the directory entry matters less.
         const { lost } = await shared.renew(now);
+        this.o.outage?.ok();
         this.renewedAt = now;
         if (lost.length > 0) {
-          log.warn({ runs: lost.length }, "another coordinator took over runs this one held (it was paused past its lease)");
+          log.warn({ runs: lost.length }, "another coordinator took over runs this one held (it was paused, or cut off from the database, past its lease)");
           this.o.onLost(lost);
         }
+        await shared.announce(this.o.endpoint() ?? null, now, this.o.runLeaseMs);
       }
       for (;;) {
         const taken = await shared.takeOver(clock.now(), 100);
@@ -95,7 +102,7 @@ export class RunOwnership {
         if (taken.length < 100) break;
       }
     } catch (err) {
-      log.error({ err }, "renewing run leases failed");
+      if (!this.o.outage?.failed(err, "renewing run leases")) log.error({ err }, "renewing run leases failed");
     } finally {
       this.ticking = false;
     }

@@ -83,6 +83,7 @@ export class RunEngine {
         onTakenOver: () => this.wake(),
         // What was in flight for them here ends with a refused write (FencedError); the new holder redoes it.
         onLost: (runIds) => cache?.forget(runIds),
+        outage: this.core.outage,
       });
       const remote = new RemoteEvents(o.store, shared, this.core.hub, o.log);
       this.remote = remote;
@@ -107,8 +108,14 @@ export class RunEngine {
 
   /** Reclaims this instance's leases, then starts dispatch and recovery. */
   async start(): Promise<void> {
-    const released = await this.o.store.releaseLeases(this.o.instanceId);
-    if (released > 0) this.o.log.info({ released }, "reclaimed NodeRuns that were in flight before a restart");
+    try {
+      const released = await this.o.store.releaseLeases(this.o.instanceId);
+      if (released > 0) this.o.log.info({ released }, "reclaimed NodeRuns that were in flight before a restart");
+    } catch (err) {
+      // Started while the database is down: the coordinator listens and answers 503 until it is back; its loops
+      // then take over, claim and recover by themselves. Leases of an earlier life of this instance just run out.
+      if (!this.core.outage.failed(err, "starting")) throw err;
+    }
     this.remote?.start();
     await this.ownership?.start();
     this.started = true;

@@ -201,10 +201,12 @@ export class RunLifecycle {
   /** Fails runs past their deadline and wakes the dispatcher for backoffs and expired leases. */
   async recover(): Promise<void> {
     const core = this.core;
-    if (this.recovering || core.stopped) return;
+    // While the database is down, the pass waits out the backoff (store-outage.ts) instead of failing every tick.
+    if (this.recovering || core.stopped || core.outage.waiting()) return;
     this.recovering = true;
     try {
       const overdue = await core.store.listOverdueRuns(clock.now(), 100);
+      core.outage.ok();
       for (const r of overdue) {
         const inFlight = await core.withLock(r.run_id, async () => {
           const rec = await core.store.getRun(r.run_id);
@@ -220,7 +222,7 @@ export class RunLifecycle {
       }
       core.wake();
     } catch (err) {
-      core.o.log.error({ err }, "recovery pass failed");
+      if (!core.outage.failed(err, "recovering runs")) core.o.log.error({ err }, "recovery pass failed");
     } finally {
       this.recovering = false;
     }

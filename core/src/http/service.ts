@@ -6,6 +6,7 @@
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
 import { FabricError, errorEnvelope, type ErrorBody } from "./errors.js";
+import { STORE_RETRY_AFTER_SECONDS, storeUnavailable } from "../store/store-unavailable.js";
 import { dedupeIssues, exceedsJsonDepth, issuesFromAjv, validatorCompiler } from "./validation.js";
 import { isLoopbackHostHeader, lingerOnClose, onClientError, resolveLimits, withoutFilePaths, type ServiceLimits } from "./edge.js";
 import { SERVICE_VERSION } from "../version.js";
@@ -88,6 +89,14 @@ export function toErrorResponse(err: unknown): { status: number; headers: Record
   }
   if (e instanceof SyntaxError) {
     return { status: 400, headers: {}, body: errorEnvelope("invalid_request", `the request body is not valid JSON: ${e.message}`) };
+  }
+  // The database is down (or out of reach): an outage to wait out, retryable; the client is not told where it is.
+  if (storeUnavailable(err)) {
+    return {
+      status: 503,
+      headers: { "retry-after": String(STORE_RETRY_AFTER_SECONDS) },
+      body: errorEnvelope("unavailable", "the service's database cannot be reached right now; retry later", { dependency: "store" }, true),
+    };
   }
   const status = typeof e.statusCode === "number" && e.statusCode >= 400 && e.statusCode < 600 ? e.statusCode : 500;
   if (status >= 500) {

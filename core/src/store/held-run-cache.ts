@@ -19,6 +19,7 @@ import {
   type SharedRunStore,
   type WriteBatch,
 } from "./run-store.js";
+import { storeUnavailable } from "./store-unavailable.js";
 
 /** Records kept at most; the oldest go first. */
 const MAX_RECORDS = 20_000;
@@ -74,7 +75,21 @@ export class HeldRunCache implements RunStore {
     // Copied before the write: the caller may change its records while the transaction is under way.
     const runs = batch.runs?.map(copy);
     const nodeRuns = batch.nodeRuns?.map(copy);
-    const events = await this.inner.apply(batch);
+    let events: RunEvent[];
+    try {
+      events = await this.inner.apply(batch);
+    } catch (err) {
+      // The connection lost while committing: the transaction may have been applied or not. What is kept of the
+      // runs it touched is read again from the database, which knows.
+      if (storeUnavailable(err)) {
+        const touched = new Set<string>();
+        for (const r of batch.runs ?? []) touched.add(r.run_id);
+        for (const n of batch.nodeRuns ?? []) touched.add(n.run_id);
+        for (const e of batch.events ?? []) touched.add(e.run_id);
+        this.forget([...touched]);
+      }
+      throw err;
+    }
     for (const r of runs ?? []) this.keepRun(r);
     for (const nr of nodeRuns ?? []) this.keepNodeRun(nr, true);
     return events;

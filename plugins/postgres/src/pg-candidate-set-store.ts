@@ -4,6 +4,7 @@
  */
 import type pg from "pg";
 import type { CandidateSetStore, StoredCandidateSet } from "@nodefabric/core";
+import { pingPool } from "./connect.js";
 
 /** CandidateSetStore on one PostgreSQL schema. */
 export class PgCandidateSetStore implements CandidateSetStore {
@@ -25,8 +26,9 @@ export class PgCandidateSetStore implements CandidateSetStore {
     return rows[0]?.json;
   }
 
-  async ping(): Promise<void> {
-    await this.pool.query("SELECT 1");
+  /** Whether the database answers now (for /v1/health; see pingPool). */
+  ping(): Promise<void> {
+    return pingPool(this.pool);
   }
 
   async close(): Promise<void> {

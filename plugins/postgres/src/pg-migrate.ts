@@ -1,9 +1,10 @@
 /**
  * Transactions on a pg Pool, and `migrate` on one: one client, one transaction, released (and dropped when the
- * rollback itself failed).
+ * connection was lost or the rollback itself failed).
  */
 import type pg from "pg";
 import { migrateWith, type MigrateOptions, type MigrateResult } from "./migrate.js";
+import { asStoreError, isConnectionLost } from "./connect.js";
 
 /** Runs `work` in one transaction on one pooled connection. */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
@@ -15,6 +16,13 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
     await client.query("COMMIT");
     return result;
   } catch (err) {
+    // A connection lost mid-transaction: the server rolls the transaction back itself (or never saw it commit);
+    // the connection is dropped, not handed to the next caller, and the caller learns the database is unreachable.
+    // A COMMIT whose answer was lost may have been applied: the caller must not assume either way.
+    if (isConnectionLost(err)) {
+      broken = err as Error;
+      throw asStoreError(err);
+    }
     await client.query("ROLLBACK").catch((e: Error) => (broken = e));
     throw err;
   } finally {

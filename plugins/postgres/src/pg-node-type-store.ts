@@ -6,7 +6,7 @@
  */
 import type pg from "pg";
 import { cursorKey, orderKey, type NodeTypeStore } from "@nodefabric/core";
-import { iso } from "./connect.js";
+import { iso, pingPool } from "./connect.js";
 import { inTransaction } from "./pg-migrate.js";
 
 type StoredNodeType = Parameters<NodeTypeStore["insertNodeType"]>[0];
@@ -161,8 +161,9 @@ export class PgNodeTypeStore implements NodeTypeStore {
     return res.rowCount ?? 0;
   }
 
-  async ping(): Promise<void> {
-    await this.pool.query("SELECT 1");
+  /** Whether the database answers now (for /v1/health; see pingPool). */
+  ping(): Promise<void> {
+    return pingPool(this.pool);
   }
 
   async close(): Promise<void> {

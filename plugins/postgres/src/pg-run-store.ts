@@ -28,7 +28,7 @@ import {
   type SharedRunStore,
   type WriteBatch,
 } from "@nodefabric/core";
-import { ms, ts, type PgTarget } from "./connect.js";
+import { ms, pingPool, ts, whenOpened, whenReady, type PgTarget } from "./connect.js";
 import { inTransaction } from "./pg-migrate.js";
 
 type RunEvent = Awaited<ReturnType<RunStore["apply"]>>[number];
@@ -47,6 +47,10 @@ const APPROVAL_COLUMNS = `approval_id, run_id, node_run_id, state, doc, ${ms("cr
 
 /** Ended runs kept in `held` (so `holds` stays true for them); beyond this many, the oldest are forgotten. */
 const MAX_ENDED_HELD = 50_000;
+
+/** How often the LISTEN connection is probed, and how long the probe may take before the connection is dropped (ms). */
+const LISTEN_PROBE_EVERY_MS = 15_000;
+const LISTEN_PROBE_TIMEOUT_MS = 5_000;
 
 /** pg_notify refuses payloads of 8000 bytes or more; chunks stay below with room to spare. */
 const NOTIFY_LIMIT = 7900;
@@ -179,7 +183,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
   /** Runs a fenced write showed this coordinator had lost; the next renew reports them with the others. */
   private readonly lostSinceRenew = new Set<string>();
   private readonly listeners = new Set<CommitListener>();
+  /** When the leases were last renewed, and until when they are vouched for while renewals fail (see holds). */
+  private renewedAt = clock.now();
+  private vouchedUntil = Number.POSITIVE_INFINITY;
   private listenClient: pg.Client | undefined;
+  private listenProbe: NodeJS.Timeout | undefined;
   private listening = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -189,13 +197,25 @@ export class PgRunStore implements RunStore, SharedRunStore {
   constructor(
     private readonly pool: pg.Pool,
     private readonly target: PgTarget,
-    private readonly channel: string,
+    private channel: string,
   ) {}
 
-  /** Opens a store on a migrated pool, finding the schema it works in. */
+  /**
+   * Opens a store on a pool of openPool, finding the schema it works in: now, or, when the database could not be
+   * reached yet, once the pool reaches it (before it serves anything).
+   */
   static async open(pool: pg.Pool, target: PgTarget): Promise<PgRunStore> {
-    const { rows } = await pool.query<{ schema: string }>(`SELECT current_schema() AS schema`);
-    return new PgRunStore(pool, target, channelOf(rows[0]?.schema ?? "public"));
+    const store = new PgRunStore(pool, target, "");
+    await whenOpened(pool, async (query) => {
+      const rows = await query(`SELECT current_schema() AS schema`);
+      store.channel = channelOf((rows[0]?.schema as string | undefined) ?? "public");
+    });
+    return store;
+  }
+
+  /** Whether the database answers now (for /v1/health; see pingPool). */
+  ping(): Promise<void> {
+    return pingPool(this.pool);
   }
 
   /**
@@ -601,10 +621,17 @@ export class PgRunStore implements RunStore, SharedRunStore {
     }
     this.owner = owner;
     this.leaseMs = leaseMs;
+    this.renewedAt = clock.now();
   }
 
+  /**
+   * Whether this coordinator holds the run: taken, created or renewed by it, and not lost. While renewals fail (the
+   * database is down) the runs stay held, but only for as long as their leases may still be running: past that, another
+   * coordinator may have taken them, so none is vouched for (reads go to the store, which answers or is down) until a
+   * renewal succeeds again and says which were lost.
+   */
   holds(runId: string): boolean {
-    return this.held.has(runId);
+    return this.held.has(runId) && clock.now() <= this.vouchedUntil;
   }
 
   private attached(): string {
@@ -613,11 +640,26 @@ export class PgRunStore implements RunStore, SharedRunStore {
   }
 
   async renew(now: number): Promise<{ lost: string[] }> {
+    try {
+      const out = await this.renewHeld(now);
+      this.renewedAt = now;
+      this.vouchedUntil = Number.POSITIVE_INFINITY;
+      return out;
+    } catch (err) {
+      // The leases renewed last run out at renewedAt + leaseMs; from then on, none is vouched for.
+      if (this.vouchedUntil === Number.POSITIVE_INFINITY) this.vouchedUntil = this.renewedAt + this.leaseMs;
+      throw err;
+    }
+  }
+
+  private async renewHeld(now: number): Promise<{ lost: string[] }> {
     const owner = this.attached();
-    const lost = [...this.lostSinceRenew];
-    this.lostSinceRenew.clear();
     const ids = [...this.held.keys()].filter((id) => !this.ended.has(id)).sort();
-    if (ids.length === 0) return { lost: lost.sort() };
+    if (ids.length === 0) {
+      const lost = [...this.lostSinceRenew];
+      this.lostSinceRenew.clear();
+      return { lost: lost.sort() };
+    }
     const epochs = ids.map((id) => this.held.get(id)!);
     const sent = new Map(ids.map((id, i) => [id, epochs[i]]));
     // The SELECT reads the rows as they were before the UPDATE, which changes neither owner nor epoch.
@@ -630,6 +672,9 @@ export class PgRunStore implements RunStore, SharedRunStore {
        FROM h LEFT JOIN runs r USING (run_id)`,
       [ids, epochs, owner, now + this.leaseMs],
     );
+    // Read only now: when the renewal fails, they are reported by the next one.
+    const lost = [...this.lostSinceRenew];
+    this.lostSinceRenew.clear();
     for (const r of rows) {
       if (!r.mine) {
         // Only drop what is still the epoch we read: a takeover racing with this renewal may have set a new one.
@@ -732,12 +777,15 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
   /** Opens the LISTEN connection, retrying with backoff; after a reconnect, tells the listeners they may have missed notices. */
   private async connectListener(reconnect: boolean, delayMs: number): Promise<void> {
+    // A store opened while the database was down listens once it is reached (its channel is known then).
+    await whenReady(this.pool);
     if (this.closed) return;
     const client = new pg.Client(this.target.config);
     let gone = false;
     const lost = () => {
       if (gone) return;
       gone = true;
+      clearInterval(this.listenProbe);
       if (this.listenClient === client) this.listenClient = undefined;
       void client.end().catch(() => {});
       this.scheduleReconnect(delayMs);
@@ -763,6 +811,21 @@ export class PgRunStore implements RunStore, SharedRunStore {
     if (reconnect) this.emit(null, -1);
     // A connection that stays up resets the backoff.
     delayMs = 100;
+    // The connection only listens, so nothing else would notice a network that holds its packets: a probe that
+    // gets no answer in time drops it, and the reconnect (with its catch-up notice) follows.
+    clearInterval(this.listenProbe);
+    const heartbeat = setInterval(() => {
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("no answer")), LISTEN_PROBE_TIMEOUT_MS)));
+      Promise.race([client.query("SELECT 1"), deadline])
+        .catch(() => {
+          (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+          lost();
+        })
+        .finally(() => clearTimeout(timer));
+    }, LISTEN_PROBE_EVERY_MS);
+    heartbeat.unref();
+    this.listenProbe = heartbeat;
   }
 
   private scheduleReconnect(delayMs: number): void {
@@ -819,6 +882,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     if (!this.closing) {
       this.closed = true;
       if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+      clearInterval(this.listenProbe);
       const client = this.listenClient;
       this.listenClient = undefined;
       this.closing = (async () => {
@@ -826,7 +890,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
           client.removeAllListeners("end");
           client.removeAllListeners("error");
           client.on("error", () => {});
-          await client.end().catch(() => {});
+          // A connection the network holds would never finish ending: given a second, then dropped.
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([client.end().catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, 1_000)))]);
+          clearTimeout(timer);
+          (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
         }
         await this.pool.end();
       })();

@@ -80,7 +80,8 @@ function migrateCommand({ Command }: CommandTools) {
         return;
       }
       const schema = opts.schema ?? target.schema;
-      const pool = new pg.Pool({ ...target.config, max: 1, connectionTimeoutMillis: 10_000 });
+      // No query timeout: a migration may wait for another process's migration lock.
+      const pool = new pg.Pool({ ...target.config, query_timeout: undefined, max: 1, connectionTimeoutMillis: 10_000 });
       try {
         const result = await migrate(pool, schema === undefined ? {} : { schema });
         const where = `${redacted(url)}${schema ? ` (schema ${schema})` : ""}`;

@@ -23,6 +23,7 @@ import { RunEngine, type ExecutorCaller, type PolicyClient } from "../../engine/
 import type { RunStore, SharedRunStore } from "../../store/run-store.js";
 import type { HealthCheck } from "../../http/service.js";
 import { openSqliteRunStore, SqliteRunStore } from "../../store/sqlite-run-store.js";
+import { storeUnavailable } from "../../store/store-unavailable.js";
 import { streamEvents } from "./event-stream.js";
 import { parsePreferWait } from "./prefer-wait.js";
 import { CoordinatorApi, callerOf, type ApprovalListQuery, type RunListQuery } from "./coordinator-api.js";
@@ -81,7 +82,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   const shared = (store as RunStore).shared;
   // Coordinators of one database check each other's assignment tokens (a composite executor may reach any of them),
   // so they sign with a secret kept in the database rather than one of this process.
-  const assignmentTokens = options.assignmentTokens ?? new AssignmentTokens(shared ? await shared.sharedSecret("assignment-tokens") : undefined, options.assignmentTtlSeconds);
+  const assignmentTokens = options.assignmentTokens ?? new AssignmentTokens(shared ? await sharedSecretOf(shared) : undefined, options.assignmentTtlSeconds);
   const instanceId = options.instanceId ?? (shared ? `coordinator-${os.hostname()}-${process.pid}-${randomBytes(3).toString("hex")}` : `coordinator-${os.hostname()}`);
   const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl, composite: options.compositeExecutorUrl });
   const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { headers: bearerHeaders(options.tokens, "selection") }) : undefined;
@@ -110,7 +111,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
       store instanceof SqliteRunStore
         ? { name: "store", status: "ok", details: { sqlite_driver: store.driver === "node" ? "node:sqlite" : store.driver, sqlite_writer: store.writer } }
         : shared
-          ? await sharedStoreHealth(shared)
+          ? await sharedStoreHealth(shared, store.ping?.bind(store))
           : { name: "store", status: "ok" },
       {
         name: "policy",
@@ -286,12 +287,28 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
 }
 
 /** The shared store answers (one query) and says how many coordinators are live on it. */
-async function sharedStoreHealth(shared: SharedRunStore): Promise<HealthCheck> {
+/**
+ * The secret of coordinators sharing a store, read now; when the database cannot be reached (the coordinator starts
+ * during an outage), read at the first token minted or checked instead.
+ */
+async function sharedSecretOf(shared: SharedRunStore): Promise<Uint8Array | (() => Promise<Uint8Array>)> {
   try {
+    return await shared.sharedSecret("assignment-tokens");
+  } catch (err) {
+    if (!storeUnavailable(err)) throw err;
+    return () => shared.sharedSecret("assignment-tokens");
+  }
+}
+
+async function sharedStoreHealth(shared: SharedRunStore, ping?: () => Promise<void>): Promise<HealthCheck> {
+  try {
+    // A cheap probe with a short timeout first (the store caches its answer briefly), so a database that is down is
+    // reported at once rather than when a listing times out.
+    await ping?.();
     const live = await shared.coordinators(Date.now());
     return { name: "store", status: "ok", details: { shared: true, coordinators: live.length } };
   } catch (err) {
-    return { name: "store", status: "down", message: `the shared store cannot be reached: ${(err as Error).message}` };
+    return { name: "store", status: "down", message: `the shared store cannot be reached: ${(err as Error).message}`, details: { shared: true } };
   }
 }
 
