@@ -80,6 +80,11 @@ export interface CoordinatorConfig {
   /** A composite making no progress for this long gets its `:begin` again (default 10000). */
   composite_lease_ms?: number;
   /**
+   * How long a NodeRun waits for an executor it cannot reach (a restart, none registered) before it fails
+   * `executor_unavailable` (default 300000; docs/upstream-failures.md, "An executor that cannot be reached").
+   */
+  executor_wait_ms?: number;
+  /**
    * The base URL other coordinators and composite executors reach this coordinator at (default:
    * services.run-coordinator.url, else its listening address). Needed when it listens on 0.0.0.0 behind a host name.
    */
@@ -317,6 +322,7 @@ export const CONFIG_SCHEMA = {
       properties: {
         run_lease_ms: { type: "integer", minimum: 100, maximum: 3600000 },
         composite_lease_ms: { type: "integer", minimum: 100, maximum: 3600000 },
+        executor_wait_ms: { type: "integer", minimum: 0, maximum: 86400000 },
         public_url: { type: "string", pattern: "^https?://[^/?#]+/*$" },
       },
     },
@@ -420,10 +426,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): PartialConf
   const runLease = envInt(env, "FABRIC_COORDINATOR_RUN_LEASE_MS");
   const compositeLease = envInt(env, "FABRIC_COORDINATOR_COMPOSITE_LEASE_MS");
   const publicUrl = env.FABRIC_COORDINATOR_PUBLIC_URL || undefined;
-  if (runLease !== undefined || compositeLease !== undefined || publicUrl !== undefined) {
+  const executorWait = envInt(env, "FABRIC_COORDINATOR_EXECUTOR_WAIT_MS");
+  if (runLease !== undefined || compositeLease !== undefined || publicUrl !== undefined || executorWait !== undefined) {
     out.coordinator = {};
     if (runLease !== undefined) out.coordinator.run_lease_ms = runLease as number;
     if (compositeLease !== undefined) out.coordinator.composite_lease_ms = compositeLease as number;
+    if (executorWait !== undefined) out.coordinator.executor_wait_ms = executorWait as number;
     if (publicUrl !== undefined) out.coordinator.public_url = publicUrl;
   }
   if (env.FABRIC_POLICY) out.policy = env.FABRIC_POLICY;

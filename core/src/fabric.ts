@@ -268,6 +268,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         runLeaseMs: config.coordinator?.run_lease_ms,
         publicUrl: config.coordinator?.public_url ?? config.services["run-coordinator"]?.url,
         compositeLeaseMs: config.coordinator?.composite_lease_ms,
+        executorWaitMs: config.coordinator?.executor_wait_ms,
         closeStore: true,
       });
     }

@@ -12,7 +12,7 @@ import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
 import { FencedError } from "../store/run-store.js";
 import { context, trace } from "../observe/tracing.js";
-import { retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
+import { executorWaitPauseMs, retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
 import type { EngineCore } from "./engine-core.js";
 import { runLogFields } from "../observe/log-fields.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
@@ -24,6 +24,31 @@ const isBeginResponse = validatorFor("composite_begin_response");
 /** The failure of an executor that answered 2xx with something that is not what the contract says it sends. */
 function protocolError(message: string, details?: Record<string, unknown>): FabricErrorBody {
   return errorBody("executor_protocol_error", message, { retryable: false, ...(details ? { details } : {}) });
+}
+
+/**
+ * A NodeRun extension: how long it has been waiting for an executor it cannot reach. `since` (epoch ms) and `tries`
+ * count the failures in a row; `total` counts every attempt that found no executor (not the handler's attempts).
+ */
+export const EXECUTOR_WAIT_KEY = "nodefabric.executor_wait";
+
+function waitOf(ext: Record<string, unknown>): { since?: number; tries: number; total: number } {
+  const w = (ext[EXECUTOR_WAIT_KEY] ?? {}) as { since?: unknown; tries?: unknown; total?: unknown };
+  const count = (v: unknown) => (typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : 0);
+  return { since: typeof w.since === "number" && Number.isFinite(w.since) ? w.since : undefined, tries: count(w.tries), total: count(w.total) };
+}
+
+/** The error a NodeRun fails with once it has waited `bound` ms for an executor: it names the bound. */
+function waitedOut(last: FabricErrorBody, bound: number, waitedMs: number, tries: number): FabricErrorBody {
+  return errorBody(
+    "executor_unavailable",
+    `no executor could take the NodeRun for ${(waitedMs / 1000).toFixed(1)} s (${tries} tries), past the bound coordinator.executor_wait_ms (${bound} ms): ${last.message}`,
+    {
+      retryable: true,
+      details: { executor_wait_ms: bound, waited_ms: waitedMs, tries },
+      cause: { code: last.code, message: last.message, ...(last.details ? { details: last.details } : {}) },
+    },
+  );
 }
 
 /** An executor's answer (or the failure to get one), on its way to being recorded. */
@@ -259,7 +284,10 @@ export class Dispatcher {
         failure = protocolError(`the composite executor at ${endpoint} answered :begin with something that is not a CompositeBeginResponse`, {
           errors: dedupeIssues(issuesFromAjv(isBeginResponse.errors)),
         });
-      } else if (res.accepted) return;
+      } else if (res.accepted) {
+        if (waitOf(nr.node_run.extensions ?? {}).since !== undefined) await this.executorReached(nr);
+        return;
+      }
       else failure = errorBody("executor_unavailable", res.message ?? "the composite executor did not accept the NodeRun", { retryable: true });
     } catch (err) {
       const e = err as FabricError;
@@ -282,6 +310,18 @@ export class Dispatcher {
       await this.core.write(batch);
     });
     this.wake();
+  }
+
+  /** A composite's executor took it after a wait for one: a later outage gets a bound of its own. */
+  private async executorReached(nr: NodeRunRecord): Promise<void> {
+    await this.core.withLock(nr.run_id, async () => {
+      const fresh = await this.core.store.getNodeRun(nr.node_run_id);
+      if (!fresh || isTerminal(fresh.state) || fresh.attempt !== nr.attempt) return;
+      const ext = { ...fresh.node_run.extensions };
+      ext[EXECUTOR_WAIT_KEY] = { tries: 0, total: waitOf(ext).total };
+      fresh.node_run.extensions = ext;
+      await this.core.write({ nodeRuns: [fresh] });
+    });
   }
 
   /** Prepares a claimed NodeRun (under its run's lock): recovers what a dead holder left, then plans it. */
@@ -414,25 +454,54 @@ export class Dispatcher {
     return { nr, nodeType, endpoint: executor.endpoint, deadline, run, constraints };
   }
 
-  /** Schedules another attempt after backoff into `batch`, or fails the NodeRun when attempts are used up. */
+  /**
+   * Schedules another attempt after a pause into `batch`, or fails the NodeRun. Two kinds of failure are told apart
+   * (docs/upstream-failures.md, "Retries" and "An executor that cannot be reached"):
+   * - `executor_unavailable`: no executor could take the work (unreachable, none in the directory, shut down mid-call).
+   *   The NodeRun waits it out: tried again with a growing pause (EXECUTOR_WAIT_FIRST_PAUSE_MS doubling up to
+   *   EXECUTOR_WAIT_MAX_PAUSE_MS) until it has waited `executorWaitMs` since the first such failure in a row, without
+   *   spending the node type's attempts; past that bound it fails, its error naming the bound.
+   * - any other retryable failure: the node type's retry policy (attempts and backoff).
+   */
   scheduleRetry(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType | undefined, error: FabricErrorBody): undefined {
     const policy = retryPolicyOf(nodeType);
-    if (nr.attempt >= policy.max_attempts) {
-      this.core.finishNodeRun(batch, run, nr, "failed", undefined, error);
+    const now = clock.now();
+    const ext = { ...nr.node_run.extensions };
+    const wait = waitOf(ext);
+    let delay: number;
+    if (error.code === "executor_unavailable") {
+      const since = wait.since ?? now;
+      const tries = wait.tries + 1;
+      const bound = this.core.executorWaitMs;
+      if (now - since >= bound) {
+        this.core.finishNodeRun(batch, run, nr, "failed", undefined, waitedOut(error, bound, now - since, tries));
+        return undefined;
+      }
+      delay = Math.max(0, Math.min(executorWaitPauseMs(tries), since + bound - now));
+      ext[EXECUTOR_WAIT_KEY] = { since, tries, total: wait.total + 1 };
     } else {
-      const next = nr.attempt + 1;
+      // Attempts that only found no executor are not the handler's: they do not count against max_attempts.
+      const spent = nr.attempt - wait.total;
+      if (spent >= policy.max_attempts) {
+        this.core.finishNodeRun(batch, run, nr, "failed", undefined, error);
+        return undefined;
+      }
       // An upstream's Retry-After (details.retry_after_ms) lengthens the wait, within max_interval_ms.
-      const delay = retryDelayMs(policy, next, error);
-      nr.attempt = next;
-      nr.available_at = clock.now() + delay;
-      nr.lease_owner = null;
-      nr.lease_expires_at = null;
-      nr.node_run.extensions = { ...nr.node_run.extensions, "nodefabric.attempt": next, "nodefabric.retry_scheduled": true };
-      batch.nodeRuns!.push(nr);
-      batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: next, delay_ms: delay, error }));
-      this.core.o.log.warn({ ...runLogFields(run, nr), attempt: next, delay_ms: delay, error_code: error.code }, `NodeRun attempt ${next - 1} failed (${error.code}); retrying in ${delay} ms`);
-      this.core.attemptRetried(nr, error.code, error);
+      delay = retryDelayMs(policy, spent + 1, error);
+      // An executor answered: a later outage gets a bound of its own.
+      if (wait.total > 0) ext[EXECUTOR_WAIT_KEY] = { tries: 0, total: wait.total };
     }
+    const next = nr.attempt + 1;
+    nr.attempt = next;
+    nr.available_at = now + delay;
+    nr.lease_owner = null;
+    nr.lease_expires_at = null;
+    nr.node_run.extensions = { ...ext, "nodefabric.attempt": next, "nodefabric.retry_scheduled": true };
+    batch.nodeRuns!.push(nr);
+    batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: next, delay_ms: delay, error }));
+    this.core.o.log.warn({ ...runLogFields(run, nr), attempt: next, delay_ms: delay, error_code: error.code }, `NodeRun attempt ${next - 1} failed (${error.code}); retrying in ${delay} ms`);
+    this.core.attemptRetried(nr, error.code, error);
     return undefined;
   }
+
 }

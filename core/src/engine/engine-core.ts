@@ -15,6 +15,7 @@ import { ATTR, context, endSpan, inSpan, recording, runTraceContext, SpanKind, t
 import { TickWriter } from "./tick-writer.js";
 import { StoreOutage } from "./store-outage.js";
 import { AssignmentTokens } from "./assignment-tokens.js";
+import { DEFAULT_EXECUTOR_WAIT_MS } from "./retry-policy.js";
 import { mergeConstraints } from "./constraints.js";
 import { assignmentRefused, errorBody, event, isTerminal, type Caller, type Checkpoint, type RunEngineOptions } from "./engine-types.js";
 
@@ -54,6 +55,8 @@ export class EngineCore {
   readonly store: RunStore;
   readonly leaseMs: number;
   readonly compositeLeaseMs: number;
+  /** How long a NodeRun waits for an executor it cannot reach (ms; docs/upstream-failures.md). */
+  readonly executorWaitMs: number;
   readonly tokens: AssignmentTokens;
   /** Whether the store is down, as the background loops saw it; they back off on it (store-outage.ts). */
   readonly outage: StoreOutage;
@@ -80,6 +83,7 @@ export class EngineCore {
     });
     this.leaseMs = o.leaseMs ?? 30_000;
     this.compositeLeaseMs = o.compositeLeaseMs ?? Math.min(this.leaseMs, 10_000);
+    this.executorWaitMs = o.executorWaitMs ?? DEFAULT_EXECUTOR_WAIT_MS;
     this.tokens = o.assignmentTokens ?? new AssignmentTokens();
     // Lease renewal backs off too: the pause stays well inside a lease, so the database back means leases renewed.
     this.outage = new StoreOutage(o.log, Math.max(100, Math.min(2_000, Math.floor((o.runLeaseMs ?? 10_000) / 4))));

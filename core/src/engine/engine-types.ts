@@ -66,6 +66,11 @@ export interface RunEngineOptions {
   /** A composite that makes no progress for this long gets its `:begin` sent again (ms, default the lesser of leaseMs and 10 s). */
   compositeLeaseMs?: number;
   /**
+   * How long a NodeRun waits for an executor it cannot reach before it fails `executor_unavailable` (ms, default
+   * DEFAULT_EXECUTOR_WAIT_MS, 5 minutes). Tries within it do not spend the node type's retry attempts.
+   */
+  executorWaitMs?: number;
+  /**
    * With a store several coordinators share: how long this coordinator's hold on its runs lasts without renewal
    * (ms, default 10 s). A coordinator that dies has its runs taken over by another once this runs out.
    */

@@ -55,3 +55,20 @@ export function retryDelayMs(policy: RetryPolicy, nextAttempt: number, error?: F
 export function timeoutOf(nodeType: NodeType | undefined): number {
   return Math.floor(positive(nodeType?.extensions?.["nodefabric.timeout_ms"], DEFAULT_TIMEOUT_MS, 1));
 }
+
+/**
+ * How long a NodeRun waits, by default, for an executor it cannot reach (unreachable, gone from the directory, shut
+ * down mid-call) before it fails `executor_unavailable`: long enough for an executor process to be restarted on a
+ * loaded machine. The coordinator's `coordinator.executor_wait_ms` (docs/upstream-failures.md, "An executor that
+ * cannot be reached").
+ */
+export const DEFAULT_EXECUTOR_WAIT_MS = 300_000;
+/** The first pause before an unreachable executor is tried again, doubled each try up to EXECUTOR_WAIT_MAX_PAUSE_MS. */
+export const EXECUTOR_WAIT_FIRST_PAUSE_MS = 250;
+/** The longest pause between two tries: an executor that is back is used within this long. */
+export const EXECUTOR_WAIT_MAX_PAUSE_MS = 5_000;
+
+/** The pause before try `tries + 1` of an executor that could not be reached `tries` times in a row (1, 2, …). */
+export function executorWaitPauseMs(tries: number): number {
+  return Math.min(EXECUTOR_WAIT_MAX_PAUSE_MS, EXECUTOR_WAIT_FIRST_PAUSE_MS * 2 ** Math.max(0, Math.min(tries - 1, 20)));
+}

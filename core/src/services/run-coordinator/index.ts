@@ -53,6 +53,8 @@ export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   publicUrl?: string;
   /** A composite making no progress for this long gets its `:begin` again (ms, default the lesser of leaseMs and 10 s). */
   compositeLeaseMs?: number;
+  /** How long a NodeRun waits for an executor it cannot reach before it fails executor_unavailable (ms, default 5 min). */
+  executorWaitMs?: number;
   /**
    * Stable id of this coordinator (default: "coordinator-<hostname>"; with a store several coordinators share,
    * "coordinator-<hostname>-<pid>-<random>", so every process is a coordinator of its own).
@@ -134,6 +136,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     maxInFlight: options.maxInFlight,
     selection: selectionLookup || undefined,
     compositeLeaseMs: options.compositeLeaseMs,
+    executorWaitMs: options.executorWaitMs,
     assignmentTokens,
   });
   if (options.publicUrl) engine.coordinatorEndpoint = options.publicUrl.replace(/\/+$/, "");
