@@ -54,6 +54,8 @@ export interface FabricConfig {
     egress: EgressConfig;
     /** The hosts each secret may be sent to by `http.request`; a secret with no entry is sent nowhere. */
     secret_hosts: Record<string, string[]>;
+    /** The bounds of the executor's result cache (docs/memory.md). */
+    result_cache?: { max_entries?: number; max_bytes?: number; ttl_ms?: number };
   };
   auth: AuthConfig;
   /** The limits of every service's HTTP edge. */
@@ -264,6 +266,15 @@ export const CONFIG_SCHEMA = {
           },
         },
         secret_hosts: { type: "object", additionalProperties: { type: "array", items: { type: "string", minLength: 1 } } },
+        result_cache: {
+          type: "object",
+          additionalProperties: false,
+          properties: {
+            max_entries: { type: "integer", minimum: 0 },
+            max_bytes: { type: "integer", minimum: 0 },
+            ttl_ms: { type: "integer", minimum: 1 },
+          },
+        },
       },
     },
     auth: {

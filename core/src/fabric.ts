@@ -214,6 +214,9 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         concurrency: config.executor.concurrency,
         defaultTimeoutMs: config.executor.default_timeout_ms,
         maxTimeoutMs: config.executor.max_timeout_ms,
+        resultCacheSize: config.executor.result_cache?.max_entries,
+        resultCacheBytes: config.executor.result_cache?.max_bytes,
+        resultCacheTtlMs: config.executor.result_cache?.ttl_ms,
         upstreamDispatcher: options.upstreamDispatcher,
         egress: {
           allowPrivate: config.executor.egress?.allow_private,

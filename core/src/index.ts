@@ -41,3 +41,4 @@ export { orderKey, orderKeys, cursorKey, isSemver } from "./store/node-type-vers
 export type { CandidateSetStore, StoredCandidateSet } from "./store/candidate-set-store.js";
 export { CHANNEL_NAMES, type ChannelMessages, type RunStartedMessage, type RunEndedMessage, type NodeRunEndedMessage, type NodeRunRetryingMessage, type BudgetExceededMessage, type PdpDecisionMessage, type StoreWriteMessage, type HttpRequestMessage } from "./observe/channels.js";
 export type { ObservedValues } from "./observe/observables.js";
+export { cacheSizes, trackCache, type CacheBound, type CacheReport, type CacheSize } from "./observe/caches.js";

@@ -14,6 +14,7 @@ import { audienceOf, outboundScopes } from "../http/auth-scopes.js";
 import type { ServiceName } from "../http/service-names.js";
 import { EXECUTOR_BINDING_CLAIM, executorBinding, type ServiceTokens } from "../http/outbound-tokens.js";
 import { clock } from "../clock.js";
+import { trackCache } from "../observe/caches.js";
 
 export type { ServiceTokens } from "../http/outbound-tokens.js";
 
@@ -47,6 +48,10 @@ const MAX_CACHED = 1_000;
 /** Caches one token per target (and executor) and renews it ahead of expiry; subclasses say how a token is obtained. */
 abstract class CachedServiceTokens implements ServiceTokens {
   private readonly cache = new Map<string, CacheEntry>();
+
+  constructor() {
+    trackCache("auth.service_tokens", this, (t) => ({ entries: t.cache.size }), { max_entries: MAX_CACHED });
+  }
 
   protected abstract issue(target: ServiceName, executor?: string): Promise<Issued>;
 

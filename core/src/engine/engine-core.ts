@@ -11,6 +11,7 @@ import { FabricError } from "../http/errors.js";
 import type { ApprovalRecord, NodeRunRecord, RunRecord, RunStore, WriteBatch } from "../store/run-store.js";
 import { EventHub } from "./event-hub.js";
 import { publish } from "../observe/channels.js";
+import { trackCache } from "../observe/caches.js";
 import { ATTR, context, endSpan, inSpan, recording, runTraceContext, SpanKind, tracer, tracingOn, type Context, type Span } from "../observe/tracing.js";
 import { TickWriter } from "./tick-writer.js";
 import { StoreOutage } from "./store-outage.js";
@@ -87,6 +88,13 @@ export class EngineCore {
     this.tokens = o.assignmentTokens ?? new AssignmentTokens();
     // Lease renewal backs off too: the pause stays well inside a lease, so the database back means leases renewed.
     this.outage = new StoreOutage(o.log, Math.max(100, Math.min(2_000, Math.floor((o.runLeaseMs ?? 10_000) / 4))));
+    // Per-NodeRun and per-run state of this coordinator: each entry leaves when its NodeRun (run) ends here, or is
+    // taken by another coordinator (docs/memory.md).
+    trackCache("engine.composite_progress", this, (c) => ({ entries: c.progress.size }));
+    trackCache("engine.token_minted_at", this, (c) => ({ entries: c.tokenMintedAt.size }));
+    trackCache("engine.run_locks", this, (c) => ({ entries: c.locks.size }));
+    trackCache("engine.node_run_spans", this, (c) => ({ entries: c.nodeRunSpans.size + c.createdIn.size }));
+    trackCache("engine.event_followers", this.hub, (h) => ({ entries: h.followers() }));
   }
 
   /** Runs `fn` after every earlier holder of `key` (a run id): changes to one run never interleave. */

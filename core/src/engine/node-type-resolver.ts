@@ -8,6 +8,7 @@
 import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
 import type { RegistryClient } from "../clients/registry-client.js";
 import { clock } from "../clock.js";
+import { trackCache } from "../observe/caches.js";
 
 export interface NodeTypeResolver {
   /** The NodeType named by a ref; throws the registry's FabricError (e.g. node_type_not_found). */
@@ -38,7 +39,9 @@ export class RegistryResolver implements NodeTypeResolver {
   constructor(
     private readonly registry: RegistryClient,
     private readonly fallback: Partial<Record<"atomic" | "composite", string>> = {},
-  ) {}
+  ) {
+    trackCache("engine.node_types", this, (r) => ({ entries: r.types.size + r.directory.size + r.turns.size + r.unreachable.size }), { max_entries: 4 * MAX_CACHED });
+  }
 
   nodeType(ref: NodeTypeRef): Promise<NodeType> {
     const key = `${ref.node_type_id}@${ref.version}`;

@@ -9,6 +9,7 @@ import type { RunEvent } from "@nodefabric/schemas";
 import type { RunStore, SharedRunStore } from "../store/run-store.js";
 import type { EventHub } from "./event-hub.js";
 import type { Logger } from "./engine-types.js";
+import { trackCache } from "../observe/caches.js";
 
 const PAGE = 1000;
 
@@ -25,7 +26,9 @@ export class RemoteEvents {
     private readonly shared: SharedRunStore,
     private readonly hub: EventHub,
     private readonly log: Logger,
-  ) {}
+  ) {
+    trackCache("engine.remote_event_runs", this, (r) => ({ entries: r.delivered.size + r.wanted.size + r.reading.size }));
+  }
 
   start(): void {
     this.unlisten = this.shared.onCommit((runId, seq) => this.notice(runId, seq));

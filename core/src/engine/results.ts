@@ -12,6 +12,7 @@ import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime"
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
 import type { EngineCore } from "./engine-core.js";
+import { sumOf, trackCache } from "../observe/caches.js";
 import type { Dispatcher, ExecutorAnswer } from "./dispatch.js";
 import { assignmentRefused, errorBody, event, isTerminal, type Caller } from "./engine-types.js";
 
@@ -40,6 +41,11 @@ export const CHECKPOINT_KEY = "nodefabric.checkpoint";
 export const PROGRESS_MAX_EVENTS = 1000;
 export const PROGRESS_MIN_INTERVAL_MS = 100;
 
+/** NodeRuns whose progress reports are remembered (oldest forgotten first). */
+const MAX_PROGRESS_SEEN = 10_000;
+/** Compiled output schemas kept, one per node type version (oldest dropped first; compiled again when asked). */
+const MAX_OUTPUT_VALIDATORS = 2_000;
+
 export class Results {
   private readonly pending = new Map<string, PendingAnswer[]>();
   /** When each NodeRun last reported progress, and how many events it has had (in memory, oldest dropped first). */
@@ -49,7 +55,11 @@ export class Results {
   constructor(
     private readonly core: EngineCore,
     private readonly dispatcher: Dispatcher,
-  ) {}
+  ) {
+    trackCache("engine.pending_answers", this, (r) => ({ entries: sumOf(r.pending.values(), (q) => q.length) }));
+    trackCache("engine.progress_seen", this, (r) => ({ entries: r.progressSeen.size }), { max_entries: MAX_PROGRESS_SEEN });
+    trackCache("engine.output_validators", this, (r) => ({ entries: r.outputValidators.size }), { max_entries: MAX_OUTPUT_VALIDATORS });
+  }
 
   /**
    * Records an executor's answer. Answers for one run are grouped: whoever takes the run's lock applies every
@@ -176,6 +186,7 @@ export class Results {
       const nodeType = await this.core.o.resolver.nodeType(ref);
       validate = compileHandlerSchema(createHandlerAjv(), nodeType.output_schema as Record<string, unknown> | undefined);
       this.outputValidators.set(key, validate);
+      if (this.outputValidators.size > MAX_OUTPUT_VALIDATORS) this.outputValidators.delete(this.outputValidators.keys().next().value!);
     }
     return validate(outputs) ? [] : dedupeIssues(issuesFromAjv(validate.errors));
   }
@@ -239,7 +250,7 @@ export class Results {
       if (report.message !== undefined) data.message = report.message;
       await this.core.write({ events: [event("node_run_progress", nr.run_id, nr.node_run_id, data)] });
       this.progressSeen.set(nodeRunId, { at: now, count: (seen?.count ?? 0) + 1 });
-      if (this.progressSeen.size > 10_000) this.progressSeen.delete(this.progressSeen.keys().next().value!);
+      if (this.progressSeen.size > MAX_PROGRESS_SEEN) this.progressSeen.delete(this.progressSeen.keys().next().value!);
       return true;
     });
   }

@@ -20,6 +20,7 @@ import { request } from "undici";
 import { FabricError } from "./errors.js";
 import { EXECUTOR_BINDING_CLAIM } from "./outbound-tokens.js";
 import { clock } from "../clock.js";
+import { trackCache } from "../observe/caches.js";
 
 /** Algorithms accepted when none are configured: asymmetric only, so a public key can never serve as a secret. */
 export const DEFAULT_ALGORITHMS = ["RS256", "PS256", "ES256", "EdDSA"] as const;
@@ -163,6 +164,9 @@ interface Discovered {
 }
 
 /** Verifies tokens for any of the services of this process; each call names the audience it needs. */
+/** Verified tokens remembered at most (the oldest forgotten first). */
+const MAX_VERIFIED = 10_000;
+
 export class TokenVerifier {
   private readonly algorithms: string[];
   private readonly toleranceS: number;
@@ -180,6 +184,7 @@ export class TokenVerifier {
   private readonly verified = new Map<string, { token: VerifiedToken; until: number; keys: KeySet; generation: number }>();
 
   constructor(private readonly o: TokenVerifierOptions) {
+    trackCache("auth.verified_tokens", this, (v) => ({ entries: v.verified.size }), { max_entries: MAX_VERIFIED });
     this.algorithms = [...(o.algorithms ?? DEFAULT_ALGORITHMS)];
     const weak = this.algorithms.filter((a) => a === "none" || /^HS/i.test(a));
     if (weak.length > 0) throw new Error(`auth.algorithms: ${weak.join(", ")} cannot be verified with a JWKS of public keys; use RS*, PS*, ES* or EdDSA`);
@@ -254,7 +259,7 @@ export class TokenVerifier {
       const verified = toVerified(payload, audience);
       // Cached no longer than the keys are: a key removed from the JWKS stops working as soon as it would anyway.
       const until = Math.min(verified.expiresAt + this.toleranceS * 1000, now + Math.min(this.cacheMaxAgeMs, 60_000));
-      if (this.verified.size >= 10_000) this.verified.delete(this.verified.keys().next().value as string);
+      if (this.verified.size >= MAX_VERIFIED) this.verified.delete(this.verified.keys().next().value as string);
       // Remembered under the generation the keys had before the check: had they changed during it, it is checked again.
       this.verified.set(cacheKey, { token: verified, until, keys, generation });
       return verified;

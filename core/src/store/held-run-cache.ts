@@ -19,6 +19,7 @@ import {
   type SharedRunStore,
   type WriteBatch,
 } from "./run-store.js";
+import { trackCache } from "../observe/caches.js";
 import { storeUnavailable } from "./store-unavailable.js";
 
 /** Records kept at most; the oldest go first. */
@@ -36,6 +37,8 @@ export class HeldRunCache implements RunStore {
   readonly shared: SharedRunStore;
 
   constructor(private readonly inner: RunStore & { shared: SharedRunStore }) {
+    trackCache("store.held_records", this, (c) => ({ entries: c.runs.size + c.nodeRuns.size }), { max_entries: 2 * MAX_RECORDS });
+    trackCache("store.held_ended_runs", this, (c) => ({ entries: c.ended.size }), { max_entries: MAX_ENDED });
     this.shared = inner.shared;
     this.listOpenNodeRuns = inner.listOpenNodeRuns?.bind(inner);
   }

@@ -23,6 +23,7 @@ import {
 } from "./run-store.js";
 import { migrateSqlite, openSqlite } from "./sqlite-open.js";
 import { writeRows, type WriteRows } from "./sqlite-writer.mjs";
+import { sumOf, trackCache } from "../observe/caches.js";
 import { chooseSqliteWriter, SqliteWriterThread, type SqliteWriterMode } from "./sqlite-writer-thread.js";
 
 /** Options of {@link openSqliteRunStore}. */
@@ -428,6 +429,11 @@ export class SqliteRunStore implements RunStore {
   private serialize(batch: WriteBatch): { rows: WriteRows; applied: Applied } {
     const runs = batch.runs ?? [];
     const nodeRuns = batch.nodeRuns ?? [];
+    // What it keeps in memory (docs/memory.md); bytes are the documents' text.
+    trackCache("store.open_runs", this, (s) => ({ entries: s.runRows.size, bytes: sumOf(s.runRows.values(), (r) => r.doc.length) }), { max_entries: MAX_CACHED });
+    trackCache("store.open_node_runs", this, (s) => ({ entries: s.nodeRunRows.size, bytes: sumOf(s.nodeRunRows.values(), (r) => r.doc.length) }), { max_entries: MAX_CACHED });
+    trackCache("store.ended_runs", this, (s) => ({ entries: s.endedRuns.size, bytes: s.endedText }), { max_entries: MAX_ENDED, max_bytes: MAX_ENDED_TEXT });
+    trackCache("store.run_seqs", this, (s) => ({ entries: s.nextSeq.size + s.applying.size }), { max_entries: MAX_CACHED });
     const approvals = batch.approvals ?? [];
     const events = batch.events ?? [];
     const runRows: unknown[] = new Array(runs.length * 8);

@@ -9,6 +9,7 @@
  */
 import type { NodeType } from "@nodefabric/schemas";
 import type { CallerInfo } from "./mcp-server.js";
+import { trackCache } from "@nodefabric/core";
 
 export interface PolicyFilterOptions {
   pdpUrl: () => string;
@@ -22,7 +23,9 @@ export class PolicyFilter {
   private readonly cache = new Map<string, { at: number; allowed: boolean }>();
   private unreachableUntil = 0;
 
-  constructor(private readonly o: PolicyFilterOptions) {}
+  constructor(private readonly o: PolicyFilterOptions) {
+    trackCache("mcp.policy_decisions", this, (f) => ({ entries: f.cache.size }), { max_entries: 100_000 });
+  }
 
   async filter(caller: CallerInfo, types: readonly NodeType[]): Promise<NodeType[]> {
     if (Date.now() < this.unreachableUntil) return [...types];

@@ -4,9 +4,11 @@
  */
 import type * as Sdk from "@modelcontextprotocol/server";
 import type { NodeType } from "@nodefabric/schemas";
+import { trackCache } from "@nodefabric/core";
 
 /** Validators compiled once per (node type, version): a published version never changes. */
 const validators = new Map<string, Sdk.JsonSchemaValidator<unknown>>();
+trackCache("mcp.input_validators", validators, (m) => ({ entries: m.size }), { max_entries: 10_000 });
 
 export function validatorOf(deps: { validator: Sdk.jsonSchemaValidator }, t: NodeType): Sdk.JsonSchemaValidator<unknown> {
   const key = `${t.node_type_id}@${t.version}`;

@@ -28,6 +28,7 @@ import {
   type SharedRunStore,
   type WriteBatch,
 } from "@nodefabric/core";
+import { trackCache } from "@nodefabric/core";
 import { ms, pingPool, ts, whenOpened, whenReady, type PgTarget } from "./connect.js";
 import { inTransaction } from "./pg-migrate.js";
 
@@ -198,7 +199,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
     private readonly pool: pg.Pool,
     private readonly target: PgTarget,
     private channel: string,
-  ) {}
+  ) {
+    // The runs this coordinator holds: the open ones (work in flight) and at most MAX_ENDED_HELD ended ones.
+    trackCache("store.pg_held_runs", this, (s) => ({ entries: s.held.size + s.lostSinceRenew.size }));
+    trackCache("store.pg_ended_held_runs", this, (s) => ({ entries: s.ended.size }), { max_entries: MAX_ENDED_HELD });
+  }
 
   /**
    * Opens a store on a pool of openPool, finding the schema it works in: now, or, when the database could not be

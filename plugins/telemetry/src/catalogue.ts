@@ -42,6 +42,10 @@ export const METRICS = {
   storeWriteBatchParts: { name: "nodefabric_store_write_batch_parts", type: "histogram", help: "Callers' writes grouped into one store transaction, by store.", labels: ["store"], buckets: BATCH_BUCKETS },
   storeWriteEvents: { name: "nodefabric_store_write_events", type: "histogram", help: "Run events written by one store transaction, by store.", labels: ["store"], buckets: BATCH_BUCKETS },
   eventFollowers: { name: "nodefabric_event_followers", type: "gauge", help: "Run event streams being followed through this service, by service.", labels: ["service"] },
+  cacheEntries: { name: "nodefabric_cache_entries", type: "gauge", help: "Entries an in-memory cache, map or queue of this process holds now, by cache (docs/memory.md lists them).", labels: ["cache"] },
+  cacheBytes: { name: "nodefabric_cache_bytes", type: "gauge", help: "Approximate bytes an in-memory cache holds now (the text of what it keeps), by cache; only caches that can tell cheaply.", labels: ["cache"] },
+  cacheMaxEntries: { name: "nodefabric_cache_max_entries", type: "gauge", help: "The bound in entries of an in-memory cache, by cache; only bounded caches.", labels: ["cache"] },
+  cacheMaxBytes: { name: "nodefabric_cache_max_bytes", type: "gauge", help: "The bound in bytes of an in-memory cache, by cache; only caches bounded in bytes.", labels: ["cache"] },
   labelOverflow: { name: "nodefabric_metric_label_overflow_total", type: "counter", help: "Label values folded into \"other\" because a metric reached its bound of distinct values, by metric.", labels: ["metric"] },
 } as const satisfies Record<string, MetricSpec>;
 

@@ -4,7 +4,7 @@
  */
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import { CHANNEL_NAMES, type ChannelMessages, type ObservedValues, type ServiceName } from "@nodefabric/core";
+import { cacheSizes, CHANNEL_NAMES, type CacheReport, type ChannelMessages, type ObservedValues, type ServiceName } from "@nodefabric/core";
 import { MAX_LABEL_VALUES, METRICS, type MetricSpec } from "./catalogue.js";
 
 /** The failure codes of an attempt that ran out of time. */
@@ -47,6 +47,20 @@ export class FabricMetrics {
       g.reset();
       if (vs.length > 0) g.set(pick(vs));
     };
+    // What the process's caches hold, read once per scrape (core's list of tracked caches, observe/caches.ts). The
+    // cache names are fixed in the code, so the label is bounded.
+    let sizes: CacheReport[] | undefined;
+    const cacheGauge = (g: Gauge, pick: (c: CacheReport) => number | undefined) => {
+      if (!sizes) {
+        sizes = cacheSizes();
+        setImmediate(() => (sizes = undefined));
+      }
+      g.reset();
+      for (const c of sizes) {
+        const v = pick(c);
+        if (v !== undefined) g.set({ cache: c.cache }, v);
+      }
+    };
     this.m = {
       runsStarted: counter(METRICS.runsStarted),
       runsEnded: counter(METRICS.runsEnded),
@@ -76,6 +90,10 @@ export class FabricMetrics {
         g.reset();
         for (const o of await read()) if (typeof o.values.event_followers === "number") g.inc({ service: o.service }, o.values.event_followers);
       }),
+      cacheEntries: gauge(METRICS.cacheEntries, async (g) => cacheGauge(g, (c) => c.entries)),
+      cacheBytes: gauge(METRICS.cacheBytes, async (g) => cacheGauge(g, (c) => c.bytes)),
+      cacheMaxEntries: gauge(METRICS.cacheMaxEntries, async (g) => cacheGauge(g, (c) => c.max_entries)),
+      cacheMaxBytes: gauge(METRICS.cacheMaxBytes, async (g) => cacheGauge(g, (c) => c.max_bytes)),
       labelOverflow: counter(METRICS.labelOverflow),
     };
     this.listen();

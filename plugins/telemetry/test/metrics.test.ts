@@ -194,6 +194,60 @@ describe("GET /metrics on a running fabric, scraped by Prometheus", () => {
   });
 });
 
+/** The value of one series in a scrape's text (`name{labels} value`), undefined when absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe("what the process holds in memory", () => {
+  let fabric: RunningFabric;
+  let gw: string;
+
+  beforeAll(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-metrics-caches-"));
+    const config = { ...loadConfig({ cwd: dir, env: {} }), port_base: 0, data_dir: dir, log_level: "silent" as const };
+    fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded], definitions: [echo] });
+    gw = fabric.urls["run-gateway"]!;
+  }, 60_000);
+
+  afterAll(async () => {
+    await fabric?.close();
+  });
+
+  it("serves each cache's entries, bytes and bounds, which move as runs run, and the process's resident memory", async () => {
+    const metrics = `${fabric.urls["run-coordinator"]}/metrics`;
+    const before = await scrapeText(metrics);
+    expect(sample(before, "process_resident_memory_bytes")).toBeGreaterThan(10 << 20);
+    // Every cache a fabric has from its start is listed, with its bound where it has one.
+    for (const cache of ["executor.result_cache", "engine.token_minted_at", "engine.composite_progress", "engine.run_locks", "store.open_runs", "store.ended_runs", "pdp.decisions"]) {
+      expect(sample(before, `nodefabric_cache_entries{cache="${cache}"}`), cache).toBeGreaterThanOrEqual(0);
+    }
+    expect(sample(before, `nodefabric_cache_max_entries{cache="executor.result_cache"}`)).toBeGreaterThanOrEqual(10_000);
+    expect(sample(before, `nodefabric_cache_max_bytes{cache="executor.result_cache"}`)).toBeGreaterThanOrEqual(64 << 20);
+    expect(sample(before, `nodefabric_cache_max_bytes{cache="store.ended_runs"}`)).toBeGreaterThan(0);
+    const results0 = sample(before, `nodefabric_cache_entries{cache="executor.result_cache"}`)!;
+    const resultBytes0 = sample(before, `nodefabric_cache_bytes{cache="executor.result_cache"}`)!;
+    const ended0 = sample(before, `nodefabric_cache_entries{cache="store.ended_runs"}`)!;
+
+    const runs = 20;
+    for (let i = 0; i < runs; i++) {
+      const r = await post(`${gw}/v1/runs`, { root_node_type_ref: { node_type_id: "m.echo", version: "1.0.0" }, input: { i, pad: "x".repeat(1000) } }, { prefer: "wait=10" });
+      expect(r.body.state).toBe("completed");
+    }
+    const after = await scrapeText(metrics);
+    // Each execution's result is remembered (for a repeated delivery), its text counted in bytes; each ended run is kept.
+    expect(sample(after, `nodefabric_cache_entries{cache="executor.result_cache"}`)).toBeGreaterThanOrEqual(results0 + runs);
+    expect(sample(after, `nodefabric_cache_bytes{cache="executor.result_cache"}`)).toBeGreaterThanOrEqual(resultBytes0 + runs * 1000);
+    expect(sample(after, `nodefabric_cache_entries{cache="store.ended_runs"}`)).toBeGreaterThanOrEqual(Math.min(ended0 + runs, 1024));
+    // What lives only while a run does is gone once it ended: nothing of these runs stays in the engine's maps (other
+    // fabrics of this test process may hold some of their own: compared with before).
+    for (const cache of ["engine.token_minted_at", "engine.composite_progress", "engine.run_locks", "engine.node_run_spans", "store.open_runs", "store.open_node_runs", "executor.running"]) {
+      expect(sample(after, `nodefabric_cache_entries{cache="${cache}"}`), cache).toBeLessThanOrEqual(sample(before, `nodefabric_cache_entries{cache="${cache}"}`)!);
+    }
+  });
+});
+
 describe("the metrics' access", () => {
   let idp: TestIssuer;
   let fabric: RunningFabric | undefined;

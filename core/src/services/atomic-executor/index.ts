@@ -18,7 +18,8 @@ import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
 import { createEgressDispatcher, EgressPolicy, type EgressOptions } from "./egress-policy.js";
 import { handlersCheck, logFailedLoads } from "./handlers-check.js";
 import { CoordinatorClient } from "../../clients/coordinator-client.js";
-import { ResultCache } from "./result-cache.js";
+import { RESULT_CACHE_MAX_BYTES, RESULT_CACHE_MAX_ENTRIES, RESULT_CACHE_TTL_MS, ResultCache } from "./result-cache.js";
+import { trackCache } from "../../observe/caches.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { registerOnListen, type RegistryRegistration } from "./registry-registration.js";
 import { ImplementedNodeTypes } from "./implemented-node-types.js";
@@ -44,6 +45,8 @@ export interface AtomicExecutorOptions extends ServiceSecurityOptions {
   resultCacheSize?: number;
   /** How long a finished result is remembered (default 10 min). */
   resultCacheTtlMs?: number;
+  /** Bytes of finished results remembered, the length of their JSON text (default 64 MiB); the oldest go first. */
+  resultCacheBytes?: number;
   /** Secrets handlers read with `ctx.secrets.get(name)`. */
   secrets?: Record<string, string>;
   /** Timeout of each `ctx.fetch` request (default 30 s). */
@@ -95,6 +98,9 @@ function msUntilDeadline(request: AtomicExecuteRequest): number | undefined {
   return at - clock.now();
 }
 
+/** Cancels remembered for NodeRuns whose execution has not arrived (oldest forgotten first). */
+const MAX_CANCELED = 10_000;
+
 function fingerprintOf(request: AtomicExecuteRequest): string {
   return createHash("sha256")
     .update(request.node_run_id)
@@ -140,9 +146,11 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   // Egress-checked connections for ctx.egress (http.request): checked at connect time against the operator's policy.
   const egressDispatcher = createEgressDispatcher(new EgressPolicy(options.egress));
   const secretBindings = new SecretBindings(options.secretHosts);
-  const cache = new ResultCache(options.resultCacheSize ?? 10_000, options.resultCacheTtlMs ?? 600_000);
+  const cache = new ResultCache(options.resultCacheSize ?? RESULT_CACHE_MAX_ENTRIES, options.resultCacheTtlMs ?? RESULT_CACHE_TTL_MS, options.resultCacheBytes ?? RESULT_CACHE_MAX_BYTES);
   const running = new Map<string, Set<Execution>>();
   const canceled = new Map<string, number>();
+  trackCache("executor.running", running, (m) => ({ entries: m.size }));
+  trackCache("executor.canceled", canceled, (m) => ({ entries: m.size }), { max_entries: MAX_CANCELED });
   let inFlight = 0;
   let abandoned = 0;
 
@@ -182,6 +190,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   // Progress reports go to the coordinator that sent the execution (its `nodefabric.coordinator_endpoint`), with the
   // NodeRun's assignment token it sent along (`nodefabric.assignment_token`); one client per coordinator.
   const coordinators = new Map<string, CoordinatorClient>();
+  trackCache("executor.coordinator_clients", coordinators, (m) => ({ entries: m.size }));
   const coordinatorOf = (request: AtomicExecuteRequest): { client: CoordinatorClient; token?: string } | undefined => {
     const endpoint = request.extensions?.["nodefabric.coordinator_endpoint"];
     const token = request.extensions?.["nodefabric.assignment_token"];
@@ -328,11 +337,11 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   /** Aborts the executions of a NodeRun, and remembers the cancel for one that has not arrived yet. */
   const cancel = (node_run_id: string): void => {
     canceled.set(node_run_id, clock.now());
-    if (canceled.size > 10_000) {
+    if (canceled.size > MAX_CANCELED) {
       // Oldest first: Map keeps insertion order.
       for (const k of canceled.keys()) {
         canceled.delete(k);
-        if (canceled.size <= 10_000) break;
+        if (canceled.size <= MAX_CANCELED) break;
       }
     }
     for (const execution of running.get(node_run_id) ?? []) execution.stop("canceled");

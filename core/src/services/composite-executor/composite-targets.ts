@@ -3,6 +3,7 @@
  * declarative plan (`extensions["nodefabric.plan"]`) of a composite NodeType published in the registry.
  */
 import type { ValidateFunction } from "ajv";
+import { trackCache } from "../../observe/caches.js";
 import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
 import { FabricError } from "../../http/errors.js";
 import type { RegistryClient } from "../../clients/registry-client.js";
@@ -33,6 +34,7 @@ export class CompositeTargets {
     private readonly handlers: LoadedHandlers,
     private readonly registry?: RegistryClient,
   ) {
+    trackCache("composite.plan_targets", this, (t) => ({ entries: t.plans.size }), { max_entries: MAX_CACHED_PLANS });
     for (const d of definitions) {
       const def = d.definition;
       if (!isCompositeDefinition(def)) continue;

@@ -4,6 +4,7 @@
  * its composite node types to the Node Registry.
  */
 import type { FastifyInstance } from "fastify";
+import { trackCache } from "../../observe/caches.js";
 import type { CompositeBeginRequest, CompositeBeginResponse, NodeType } from "@nodefabric/schemas";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { ref } from "../../http/validation.js";
@@ -66,6 +67,9 @@ export async function buildCompositeExecutor(options: CompositeExecutorOptions):
   const driving = new Map<string, CompositeDriver>();
   const canceled = new Map<string, number>();
   const coordinators = new Map<string, CoordinatorClient>();
+  trackCache("composite.driving", driving, (m) => ({ entries: m.size }));
+  trackCache("composite.canceled", canceled, (m) => ({ entries: m.size }), { max_entries: CANCEL_MEMORY_SIZE });
+  trackCache("composite.coordinator_clients", coordinators, (m) => ({ entries: m.size }));
   let completed = 0;
   let registration: RegistryRegistration | undefined;
 

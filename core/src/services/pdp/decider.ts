@@ -13,6 +13,7 @@ import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
 import type { AuthorizationAnswer, CedarValueJson, Context, EntityJson, TypeAndId } from "@cedar-policy/cedar-wasm/nodejs";
 import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { newId } from "../../ids.js";
+import { trackCache } from "../../observe/caches.js";
 import { toCedarRequest, type CedarRequest } from "./request-mapping.js";
 import type { LoadedPolicySet } from "./policy-set.js";
 
@@ -129,6 +130,7 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
   const usesAction = reads.bounded && reads.vars.has("action");
   const usesResource = reads.bounded && reads.vars.has("resource");
   const cache = new Map<string, Outcome & { type: "success" }>();
+  trackCache("pdp.decisions", cache, (c) => ({ entries: c.size }), { max_entries: capacity });
   let hits = 0;
   let misses = 0;
 

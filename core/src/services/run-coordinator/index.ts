@@ -31,6 +31,7 @@ import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { bearerHeaders } from "../../clients/service-tokens.js";
 import { AssignmentTokens } from "../../engine/assignment-tokens.js";
 import { exposeInProcess } from "../../in-process.js";
+import { trackCache } from "../../observe/caches.js";
 
 export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
@@ -89,6 +90,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   const resolver = options.resolver ?? new RegistryResolver(registry, { atomic: options.atomicExecutorUrl, composite: options.compositeExecutorUrl });
   const selection = options.selectionUrl ? new SelectionClient(options.selectionUrl, { headers: bearerHeaders(options.tokens, "selection") }) : undefined;
   const candidateSets = new Map<string, Promise<CandidateSet>>();
+  trackCache("coordinator.candidate_sets", candidateSets, (m) => ({ entries: m.size }), { max_entries: 10_000 });
   // A stored candidate set never changes, so each is fetched once.
   const selectionLookup = selection && {
     getCandidateSet(id: string): Promise<CandidateSet> {

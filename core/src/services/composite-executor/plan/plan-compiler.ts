@@ -3,6 +3,7 @@
  * form the interpreter runs (expressions parsed once, dependencies resolved, a fixed start order).
  */
 import { createHash } from "node:crypto";
+import { trackCache } from "../../../observe/caches.js";
 import { validatorFor, type NodeTypeRef } from "@nodefabric/schemas";
 import { issuesFromAjv } from "../../../http/validation.js";
 import { canonicalJson } from "../../../canonical-json.js";
@@ -332,6 +333,7 @@ export function planOf(nodeType: { extensions?: unknown }): unknown {
 
 const byObject = new WeakMap<object, CompiledPlan>();
 const byHash = new Map<string, CompiledPlan>();
+trackCache("composite.compiled_plans", byHash, (m) => ({ entries: m.size }), { max_entries: CACHE_LIMIT });
 
 /**
  * The compiled form of a plan; throws PlanInvalidError when it has problems. Compiled plans are cached
