@@ -255,7 +255,8 @@ describe("fabric dev --auth", () => {
     const lsAnonymous = await runFabric(["node-types", "ls", "demo", "--registry", url("node-registry")], { env: NO_TOKEN });
     expect(lsAnonymous.code).toBe(1);
     expect(lsAnonymous.stderr).toMatch(/^fabric: unauthenticated: /);
-  });
+    // Ten `fabric` processes one after another, each a Node start: seconds each on a loaded 2-core machine.
+  }, 90_000);
 
   it("reuses its keys on the next start, so tokens already minted keep working", async () => {
     const kid = readJson(keyFile).kid;
