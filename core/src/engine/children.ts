@@ -198,7 +198,7 @@ export class Children {
         parent.node_run.extensions = { ...pExt, "nodefabric.children": children + created.length, "nodefabric.decomposition_rounds": rounds + 1 };
         batch.nodeRuns!.unshift(parent);
         core.addUsage(batch, run, { steps: created.length });
-        core.progress.set(parent.node_run_id, now);
+        core.noteProgress(parent.node_run_id, now);
       }
 
       // The node.run.create checkpoint, then each child's first dispatch step, written with its creation.
