@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
-import { buildAtomicExecutor, buildNodeRegistry, buildRunCoordinator, handlersFromDefinitions } from "@nodefabric/core";
+import { buildAtomicExecutor, buildNodeRegistry, buildRunCoordinator, ConfigError, handlersFromDefinitions, loadConfig, startFabric } from "@nodefabric/core";
 import { defineAtomic } from "@nodefabric/core/sdk";
 import { call, eventually, readNdjson } from "./run-client.js";
 
@@ -125,5 +125,35 @@ describe("a NodeRun waits for an executor it cannot reach, within coordinator.ex
     expect(retried.length).toBeGreaterThanOrEqual(3);
     for (const e of retried) expect(e.data.error.code).toBe("executor_unavailable");
     expect((await events(coordinator, runId)).filter((e) => e.type === "atomic_executed" && e.data.state === "completed")).toHaveLength(0);
+  }, 60_000);
+
+  it("reads coordinator.executor_wait_ms from the file and FABRIC_COORDINATOR_EXECUTOR_WAIT_MS, and a fabric's coordinator keeps to it", async () => {
+    const cwd = mkdtempSync(path.join(dir, "config-"));
+    expect(loadConfig({ cwd, env: {} }).coordinator?.executor_wait_ms).toBeUndefined();
+    expect(loadConfig({ cwd, env: {}, flags: { coordinator: { executor_wait_ms: 60_000 } } as never }).coordinator).toEqual({ executor_wait_ms: 60_000 });
+    const config = loadConfig({ cwd, env: { FABRIC_COORDINATOR_EXECUTOR_WAIT_MS: "800" }, flags: { port_base: 0, data_dir: path.join(cwd, "data"), log_level: "silent" } as never });
+    expect(config.coordinator).toEqual({ executor_wait_ms: 800 });
+    expect(() => loadConfig({ cwd, env: { FABRIC_COORDINATOR_EXECUTOR_WAIT_MS: "soon" } })).toThrow(ConfigError);
+    expect(() => loadConfig({ cwd, env: { FABRIC_COORDINATOR_EXECUTOR_WAIT_MS: "-1" } })).toThrow(/executor_wait_ms/);
+
+    // A fabric without its atomic executor: a run of a node type the registry knows waits 800 ms for one, then fails.
+    const fabric = await startFabric(config, ["node-registry", "pdp", "run-coordinator"]);
+    try {
+      const nodeType = { ...REF, node_type_id: "wait.unserved", kind: "atomic", description: "nothing serves it", input_schema: { type: "object" }, output_schema: { type: "object" } };
+      expect((await call("POST", `${fabric.urls["node-registry"]}/v1/node-types`, { node_type: nodeType })).status).toBe(200);
+      const coordinator = fabric.urls["run-coordinator"]!;
+      const started = await call("POST", `${coordinator}/v1/runs`, { root_node_type_ref: { node_type_id: "wait.unserved", version: "1.0.0" }, input: {} });
+      expect(started.status).toBe(200);
+      const run = await ended(coordinator, started.body.run_id, 30_000);
+      expect(run.state).toBe("failed");
+      const nodeRuns = (await call("GET", `${coordinator}/v1/runs/${run.run_id}/node-runs`)).body as Json[];
+      const error = nodeRuns[0]!.extensions["nodefabric.error"] as Json;
+      expect(error).toMatchObject({ code: "executor_unavailable", details: { executor_wait_ms: 800 } });
+      expect(error.message).toContain("coordinator.executor_wait_ms (800 ms)");
+      // The last failure: the fabric's own atomic-executor address, where nothing listens.
+      expect(error.cause).toMatchObject({ code: "executor_unavailable", message: expect.stringContaining("cannot be reached") });
+    } finally {
+      await fabric.close();
+    }
   }, 60_000);
 });
