@@ -23,6 +23,8 @@ import { RemoteEvents } from "./remote-events.js";
 import { FencedError, type RunStore, type SharedRunStore } from "../store/run-store.js";
 import { HeldRunCache } from "../store/held-run-cache.js";
 import { FabricError } from "../http/errors.js";
+import { storeUnavailable } from "../store/store-unavailable.js";
+import type { ExecutorAnswer } from "./dispatch.js";
 
 export type { RunPlace } from "./ownership.js";
 
@@ -68,7 +70,7 @@ export class RunEngine {
     this.hub = this.core.hub;
     this.dispatcher = new Dispatcher(this.core, o.maxInFlight ?? 1024);
     this.results = new Results(this.core, this.dispatcher);
-    this.dispatcher.onAnswer = (answer) => this.results.record(answer);
+    this.dispatcher.onAnswer = (answer) => this.recordAnswer(answer);
     this.children = new Children(this.core, this.dispatcher);
     this.lifecycle = new RunLifecycle(this.core, this.dispatcher);
     this.tickMs = o.tickMs ?? 100;
@@ -88,6 +90,24 @@ export class RunEngine {
       const remote = new RemoteEvents(o.store, shared, this.core.hub, o.log);
       this.remote = remote;
       this.core.afterPublish = (events) => remote.published(events);
+    }
+  }
+
+  /**
+   * Records an executor's answer; while the database cannot be reached, keeps it and tries again (with the outage's
+   * backoff) rather than dropping it, so a NodeRun that ran during an outage is not run again once its lease runs
+   * out. Ends when recorded, refused (the run moved to another coordinator), or the engine stops.
+   */
+  private async recordAnswer(answer: ExecutorAnswer): Promise<void> {
+    for (let delay = 250; ; delay = Math.min(2 * delay, 2_000)) {
+      try {
+        await this.results.record(answer);
+        return;
+      } catch (err) {
+        if (!storeUnavailable(err) || this.core.stopped) throw err;
+        this.core.outage.failed(err, "recording an executor's answer");
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
     }
   }
 

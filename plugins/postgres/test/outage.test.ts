@@ -6,9 +6,9 @@
  * the health probe says so quickly, and the stores work again by themselves once the database is back.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { StoreUnavailableError, type RunStore } from "@nodefabric/core";
+import { StoreUnavailableError, toErrorResponse, type RunStore } from "@nodefabric/core";
 import plugin, { openPgRunStore, type PgRunStore } from "../src/index.js";
-import { isConnectionLost } from "../src/connect.js";
+import { asStoreError, isConnectionLost } from "../src/connect.js";
 import { inTransaction } from "../src/pg-migrate.js";
 import type pg from "pg";
 import { dropSchema, newSchema, OPEN_OPTIONS, PG_URL } from "./support/pg.js";
@@ -86,6 +86,20 @@ describe("which errors are an outage", () => {
     for (const code of ["42601", "23505", "28P01", "3D000", "ENOTFOUND", "40001"]) {
       expect(isConnectionLost(Object.assign(new Error("x"), { code })), code).toBe(false);
     }
+  });
+});
+
+describe("what a client is answered", () => {
+  it("is a 503 unavailable with Retry-After for a lost connection, and still a 500 for an SQL error", () => {
+    const lost = toErrorResponse(asStoreError(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" })));
+    expect(lost.status).toBe(503);
+    expect(lost.headers["retry-after"]).toBe("2");
+    expect(lost.body.error).toMatchObject({ code: "unavailable", retryable: true });
+    // Where the database is stays with the operator (health, logs), not the client.
+    expect(lost.body.error.message).not.toMatch(/127\.0\.0\.1/);
+    const bug = toErrorResponse(asStoreError(Object.assign(new Error('syntax error at or near "SELEC"'), { code: "42601" })));
+    expect(bug.status).toBe(500);
+    expect(bug.body.error.code).toBe("internal_error");
   });
 });
 
