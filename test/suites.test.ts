@@ -59,7 +59,7 @@ describe("the test suites", () => {
     expect(ci).toContain('echo "== durations');
   });
 
-  it("the README's Develop section says which suite to run when", () => {
+  it("the README's two commands, and its Which tests to run, say which suite to run when", () => {
     const develop = readmeBlocks().filter((b) => b.section === "Two commands" || b.section === "Which tests to run");
     const commands = develop.flatMap((b) => b.commands);
     expect(commands).toContain("npm test");

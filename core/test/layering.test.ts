@@ -3,7 +3,7 @@ import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-// ARCHITECTURE.md, "Layering inside core": each floor imports only from the floors below it, and no two files import
+// docs/architecture.md, "Floors": each floor imports only from the floors below it, and no two files import
 // each other, directly or through a loop. This walks every relative import (type-only and re-exports included) of
 // core/src.
 const SRC = fileURLToPath(new URL("../src", import.meta.url));

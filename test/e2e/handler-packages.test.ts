@@ -13,8 +13,8 @@ import { nodeHasSqlite } from "../../core/src/store/sqlite-driver.js";
 
 // The release, as a user meets it. Every public package of this repository is published, by the release script, to
 // a real npm registry (Verdaccio on loopback, with its own storage). Then, with npm pointed at that registry and
-// nothing else from this repository, the README's "Use NodeFabric" commands run as written, in empty folders outside
-// the repository: scaffold with `npm create fabric-handler@latest`, install, test, build and publish the handler
+// nothing else from this repository, the README's commands for published packages run as written, in empty folders
+// outside the repository: scaffold with `npm create fabric-handler@latest`, install, test, build and publish the handler
 // package, install it next to `@nodefabric/core` in another folder, start `fabric dev` there and run the node type.
 // The upstream API the handlers call is a local HTTP server.
 
@@ -41,7 +41,7 @@ async function startUpstream(answer: (req: IncomingMessage) => { status: number;
 
 const README_NAME = "my-api";
 
-/** The README's "Use NodeFabric" commands, as written there for `my-api`. */
+/** The README's commands for published packages, as written there for `my-api`. */
 const README_COMMANDS = {
   create: readmeCommand("npm create fabric-handler@latest my-api -- --template atomic"),
   build: readmeCommand("cd my-api && npm install && npm test && npm run build && npm publish"),

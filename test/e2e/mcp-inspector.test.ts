@@ -67,8 +67,8 @@ describe("fabric dev's /mcp, through the official inspector CLI", () => {
   };
 
   it("runs the README's inspector commands as written, with this fabric's address for 8080's", async () => {
-    // The README's block (Use NodeFabric, Agents: MCP), line by line; test/readme.test.ts checks this file holds each
-    // as written. The inspector is this harness's install of it, on Node 24, in place of npx's.
+    // The README's block (under "Reach it from an agent over MCP"), line by line; test/readme.test.ts checks this file
+    // holds each as written. The inspector is this harness's install of it, on Node 24, in place of npx's.
     const LIST = "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8080/mcp --transport http --method tools/list";
     const CALL = "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8080/mcp --transport http --method tools/call --tool-name demo.echo --tool-arg hello=world";
     const argsOf = (line: string) => line.replace("npx @modelcontextprotocol/inspector --cli ", "").replace("http://127.0.0.1:8080/mcp", f.mcp).split(" ");

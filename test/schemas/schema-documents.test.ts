@@ -1,4 +1,4 @@
-// Rules every schema document must follow (CONTRACT.md, Conventions): identity and docs,
+// Rules every schema document of schemas/v1 must follow (the v1 contract's conventions): identity and docs,
 // closed objects except the named free-form ones, and one shared extensions map.
 import fs from "node:fs";
 import path from "node:path";

@@ -6,7 +6,7 @@
 import type { ServiceName } from "./service-names.js";
 
 /**
- * The scopes of CONTRACT.md ("Authentication"), plus two NodeFabric extensions meant for service identities only:
+ * The scopes of the v1 contract (docs/auth.md, "Scopes"), plus two NodeFabric extensions meant for service identities only:
  * `identity:delegate` and `executors:register` (SERVICE_ONLY_SCOPES), and `metrics:read` for metrics scrapers.
  */
 export const SCOPES = [
@@ -45,7 +45,7 @@ export const PUBLIC_ROUTES: ReadonlySet<string> = new Set(["GET /v1/health", "GE
 
 export interface RouteAccess {
   method: "GET" | "POST" | "PUT";
-  /** The path as CONTRACT.md writes it: `{param}` for parameters, `:action` suffixes. */
+  /** The path as the contract writes it (docs/api.md, "How a document is made"): `{param}` for parameters, `:action` suffixes. */
   path: string;
   /** The scope a token needs. A `:write` scope also grants the `:read` scope of the same resource. */
   scope: Scope;
@@ -110,7 +110,7 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
   pdp: [{ method: "POST", path: "/v1/policy:decide", scope: "policy:decide" }],
 };
 
-/** Writes a fastify route URL the way CONTRACT.md does: `/v1/runs/:run_id(.+)::cancel` → `/v1/runs/{run_id}:cancel`. */
+/** Writes a fastify route URL the way the contract does (docs/api.md): `/v1/runs/:run_id(.+)::cancel` → `/v1/runs/{run_id}:cancel`. */
 export function contractPath(fastifyUrl: string): string {
   return fastifyUrl.replace(/::/g, "\u0000").replace(/:([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?/g, "{$1}").replace(/\u0000/g, ":");
 }

@@ -3,7 +3,7 @@
  * and the single function that turns anything thrown into a v1 ErrorEnvelope.
  */
 
-/** HTTP status for every request-level error code of CONTRACT.md. */
+/** HTTP status for every request-level error code of the v1 contract (an ErrorEnvelope, schemas/v1/error_envelope.schema.json). */
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthenticated: 401,

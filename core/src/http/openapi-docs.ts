@@ -1,9 +1,9 @@
 /**
  * What the routes themselves cannot say in an OpenAPI document: a summary, tags, and the answers of each endpoint.
- * Keyed by method and path as CONTRACT.md writes them (`POST /v1/runs/{run_id}:cancel`), like ROUTE_ACCESS, so the
- * gateway and the coordinator share the words of the endpoints they share. Request schemas are not here: they come
- * from the routes, the schemas fastify validates with. api-docs.ts applies this table to the document only; nothing
- * here changes how a route validates or serializes.
+ * Keyed by method and path as the contract writes them (`POST /v1/runs/{run_id}:cancel`; docs/api.md, "How a document
+ * is made"), like ROUTE_ACCESS, so the gateway and the coordinator share the words of the endpoints they share.
+ * Request schemas are not here: they come from the routes, the schemas fastify validates with. api-docs.ts applies
+ * this table to the document only; nothing here changes how a route validates or serializes.
  */
 import type { SchemaName } from "@nodefabric/schemas";
 
@@ -321,7 +321,7 @@ const SERVICE_DOCS: Record<string, RouteDoc> = {
   },
 };
 
-/** The documentation of every core route, by `METHOD /path` as CONTRACT.md writes it. */
+/** The documentation of every core route, by `METHOD /path` as the contract writes it (docs/api.md). */
 export const ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
   ...RUN_DOCS,
   ...COORDINATOR_DOCS,

@@ -32,7 +32,7 @@ export function createHandlerAjv(options: HandlerAjvOptions = {}): Ajv2020 {
   return ajv;
 }
 
-/** Compiles one schema of a node type; a missing schema accepts any object, as CONTRACT.md says. */
+/** Compiles one schema of a node type; a missing schema accepts any object, as the contract says (schemas/v1/node_type.schema.json). */
 export function compileHandlerSchema(ajv: Ajv2020, schema: Record<string, unknown> | undefined): ValidateFunction {
   return ajv.compile(schema ?? ANY_OBJECT);
 }

@@ -12,7 +12,7 @@ import { schemaChecker, serverFieldErrors, type FieldErrors } from "../schema-va
 import "./start.css";
 import { VersionSelect } from "../components/version-select";
 
-/** With no input_schema, any object is accepted (CONTRACT.md). */
+/** With no input_schema, any object is accepted (schemas/v1/node_type.schema.json). */
 const ANY_OBJECT: JsonSchema = { type: "object" };
 
 export function StartPage({ route }: { route: Route }) {
