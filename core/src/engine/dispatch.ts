@@ -251,7 +251,7 @@ export class Dispatcher {
       extensions: { "nodefabric.attempt": nr.attempt },
     };
     if (run.run.run_context) body.run_context = run.run.run_context;
-    this.core.tokenMintedAt.set(nr.node_run_id, clock.now());
+    this.core.noteTokenMinted(nr.node_run_id);
     return body;
   }
 
@@ -444,7 +444,7 @@ export class Dispatcher {
     nr.node_run.executor_binding = { executor_instance_id: executor.executor_instance_id, endpoint: executor.endpoint };
     // An atomic NodeRun's lease covers its attempt; a composite's is renewed by its progress.
     nr.lease_expires_at = kind === "composite" ? now + core.compositeLeaseMs : deadline + LEASE_GRACE_MS;
-    if (kind === "composite") core.progress.set(nr.node_run_id, now);
+    if (kind === "composite") core.noteProgress(nr.node_run_id, now);
     batch.nodeRuns!.push(nr);
     if (run.state === "queued") {
       run.state = "running";

@@ -337,6 +337,32 @@ export class EngineCore {
    * Moves a NodeRun to a terminal state inside `batch`; when it is the root, the run ends with it. A NodeRun that
    * has already ended is left as it is. Mutates the records it is given.
    */
+  /**
+   * Notes that a composite made progress now. Entries outlive their use when a composite ends on another coordinator
+   * or a child ends after its parent; an entry older than a composite lease says nothing any more, nor does a token
+   * age past the token's lifetime (a missing one means "refresh", as an old one does), so once the maps have grown,
+   * what is that old is swept: both stay bounded by the composites live in the last lease.
+   */
+  noteProgress(nodeRunId: string, at = clock.now()): void {
+    this.progress.set(nodeRunId, at);
+    if (this.progress.size + this.tokenMintedAt.size > this.livenessSweepAt) this.sweepLiveness(clock.now());
+  }
+
+  /** Notes that a composite's assignment token was minted now (see noteProgress). */
+  noteTokenMinted(nodeRunId: string, at = clock.now()): void {
+    this.tokenMintedAt.set(nodeRunId, at);
+    if (this.progress.size + this.tokenMintedAt.size > this.livenessSweepAt) this.sweepLiveness(clock.now());
+  }
+
+  private livenessSweepAt = 1024;
+
+  private sweepLiveness(now: number): void {
+    for (const [id, at] of this.progress) if (now - at >= this.compositeLeaseMs) this.progress.delete(id);
+    const tokenLife = this.tokens.ttlSeconds * 1000;
+    for (const [id, at] of this.tokenMintedAt) if (now - at >= tokenLife) this.tokenMintedAt.delete(id);
+    this.livenessSweepAt = Math.max(1024, 2 * (this.progress.size + this.tokenMintedAt.size));
+  }
+
   finishNodeRun(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, state: "completed" | "failed" | "canceled", outputs?: Record<string, unknown>, error?: FabricErrorBody): void {
     if (isTerminal(nr.state)) return;
     const nowIso = clock.isoNow();
@@ -358,7 +384,7 @@ export class EngineCore {
     if (state === "completed") data.outputs = nr.node_run.outputs;
     if (error && state !== "completed") data.error = error;
     (batch.events ??= []).push(event("node_run_completed", nr.run_id, nr.node_run_id, data));
-    if (nr.parent_node_run_id) this.progress.set(nr.parent_node_run_id, clock.now());
+    if (nr.parent_node_run_id) this.noteProgress(nr.parent_node_run_id);
     this.closeNodeRunSpan(nr.node_run_id, state, error);
     this.createdIn.delete(nr.node_run_id);
     publish("nodeRunEnded", () => ({

@@ -6,7 +6,7 @@ import type { NodeRun, Run, RunContext, RunStartRequest } from "@nodefabric/sche
 import { clock } from "../clock.js";
 import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
-import { DECIDED_BY_KEY, DECISION_REASON_KEY, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type WriteBatch } from "../store/run-store.js";
+import { DECIDED_BY_KEY, DECISION_REASON_KEY, RunExistsError, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type WriteBatch } from "../store/run-store.js";
 import { mergeConstraints } from "./constraints.js";
 import { publish } from "../observe/channels.js";
 import { ATTR, context, inSpan, ROOT_CONTEXT, spanContextOf, trace, TraceFlags, TRACE_UNSAMPLED_KEY, type Span } from "../observe/tracing.js";
@@ -64,14 +64,16 @@ export class RunLifecycle {
     // Only a client-chosen run_id can be repeated, so only then is the request's hash worth its cost.
     const requestHash = req.run_id ? hashOf({ req, tenant: caller.tenant_id ?? null }) : "";
     const runId = req.run_id ?? newId("run");
+    // The same run_id started again answers the run it started (the same request) or a conflict (another one).
+    const repeated = (existing: RunRecord): { run: Run; created: false } => {
+      if (existing.request_hash === requestHash) return { run: existing.run, created: false };
+      // Another tenant's run id answers the same as any other conflict, without revealing the run.
+      throw new FabricError("run_already_exists", `run ${runId} already exists with a different request`, { details: { run_id: runId } });
+    };
     const started = await core.withLock(runId, async () => {
       if (req.run_id) {
         const existing = await core.store.getRun(req.run_id);
-        if (existing) {
-          if (existing.request_hash === requestHash) return { run: existing.run, created: false };
-          // Another tenant's run id answers the same as any other conflict, without revealing the run.
-          throw new FabricError("run_already_exists", `run ${req.run_id} already exists with a different request`, { details: { run_id: req.run_id } });
-        }
+        if (existing) return repeated(existing);
       }
       const nodeType = await core.o.resolver.nodeType(req.root_node_type_ref);
       const now = clock.now();
@@ -143,11 +145,22 @@ export class RunLifecycle {
         event("run_started", runId, undefined, { root_node_run_id: rootId, root_node_type_ref: nodeRun.node_type_ref }),
         event("node_run_created", runId, rootId, { node_type_ref: nodeRun.node_type_ref, kind: nodeType.kind }),
       ];
-      const batch: WriteBatch = { runs: [runRec], nodeRuns: [nrRec], events, approvals: [] };
-      const end = async () => {
-        await core.write(batch);
-        return { run: runRec.run, created: true };
+      // Creating cannot overwrite: a coordinator sharing the store may create the same client-chosen run_id at the
+      // same moment (a client retrying through another gateway), and the store lets only the first create it.
+      const batch: WriteBatch = { runs: [runRec], nodeRuns: [nrRec], events, approvals: [], creates: [runId] };
+      const write = async (): Promise<{ run: Run; created: false } | undefined> => {
+        try {
+          await core.write(batch);
+          return undefined;
+        } catch (err) {
+          if (!RunExistsError.is(err)) throw err;
+          core.progress.delete(rootId);
+          const existing = await core.store.getRun(runId);
+          if (!existing) throw err;
+          return repeated(existing);
+        }
       };
+      const end = async () => (await write()) ?? { run: runRec.run, created: true };
       // The run's allow and deny lists apply to its root as to any other node.
       const refusal = listRefusal(envelope, nodeRun.node_type_ref.node_type_id);
       if (refusal) {
@@ -174,7 +187,8 @@ export class RunLifecycle {
       // The root's first dispatch step is decided now and written with the run: one transaction instead of two.
       const ended: NodeRunRecord[] = [];
       const plan: SendPlan | undefined = core.stopped ? undefined : await this.dispatcher.plan(batch, runRec, nrRec, nodeType, ended);
-      await core.write(batch);
+      const lost = await write();
+      if (lost) return lost;
       if (plan) this.dispatcher.send(plan);
       else if (!isTerminal(nrRec.state) && nrRec.lease_owner && !nrRec.approval_id) this.dispatcher.sendClaimed(nrRec);
       return { run: runRec.run, created: true };

@@ -6,6 +6,7 @@
 import type { SqliteDatabase, SqliteDriverName, SqliteOpenOptions, SqliteStatement } from "./sqlite-driver.js";
 import type { RunEvent } from "@nodefabric/schemas";
 import {
+  RunExistsError,
   TERMINAL_STATES,
   type ApprovalListing,
   type ApprovalListQuery,
@@ -22,8 +23,9 @@ import {
   runsOfBatch,
 } from "./run-store.js";
 import { migrateSqlite, openSqlite } from "./sqlite-open.js";
-import { writeRows, type WriteRows } from "./sqlite-writer.mjs";
+import { claimSqliteFile } from "./sqlite-owner.js";
 import { sumOf, trackCache } from "../observe/caches.js";
+import { writeRows, type WriteRows } from "./sqlite-writer.mjs";
 import { chooseSqliteWriter, SqliteWriterThread, type SqliteWriterMode } from "./sqlite-writer-thread.js";
 
 /** Options of {@link openSqliteRunStore}. */
@@ -395,6 +397,8 @@ export class SqliteRunStore implements RunStore {
   private readonly endedRuns = new Map<string, RunRow>();
   private endedText = 0;
   private closed = false;
+  /** Lets the file go for other processes (sqlite-owner.ts). */
+  private readonly releaseFile: () => void;
 
   /** The SQLite driver the file was opened with. */
   get driver(): SqliteDriverName {
@@ -408,6 +412,12 @@ export class SqliteRunStore implements RunStore {
 
   constructor(options: SqliteRunStoreOptions) {
     const db = openSqlite(options.path, options);
+    try {
+      this.releaseFile = claimSqliteFile(options.path);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
     db.pragma("foreign_keys = ON");
     migrateSqlite(db, MIGRATIONS);
     addListingColumns(db);
@@ -420,6 +430,11 @@ export class SqliteRunStore implements RunStore {
     this.claimTx = db.transaction((o: ClaimOptions) => this.stmt.claim.all(claimParameters(o)) as NodeRunRow[]).immediate;
     const mode = chooseSqliteWriter(options.path, options.writer);
     this.thread = mode === "thread" ? new SqliteWriterThread({ file: options.path, driver: db.driver, nativeBinding: options.nativeBinding, sql: WRITE_SQL }) : undefined;
+    // What it keeps in memory (docs/memory.md); bytes are the documents' text.
+    trackCache("store.open_runs", this, (s) => ({ entries: s.runRows.size, bytes: sumOf(s.runRows.values(), (r) => r.doc.length) }), { max_entries: MAX_CACHED });
+    trackCache("store.open_node_runs", this, (s) => ({ entries: s.nodeRunRows.size, bytes: sumOf(s.nodeRunRows.values(), (r) => r.doc.length) }), { max_entries: MAX_CACHED });
+    trackCache("store.ended_runs", this, (s) => ({ entries: s.endedRuns.size, bytes: s.endedText }), { max_entries: MAX_ENDED, max_bytes: MAX_ENDED_TEXT });
+    trackCache("store.run_seqs", this, (s) => ({ entries: s.nextSeq.size + s.applying.size }), { max_entries: MAX_CACHED });
   }
 
   /**
@@ -429,11 +444,6 @@ export class SqliteRunStore implements RunStore {
   private serialize(batch: WriteBatch): { rows: WriteRows; applied: Applied } {
     const runs = batch.runs ?? [];
     const nodeRuns = batch.nodeRuns ?? [];
-    // What it keeps in memory (docs/memory.md); bytes are the documents' text.
-    trackCache("store.open_runs", this, (s) => ({ entries: s.runRows.size, bytes: sumOf(s.runRows.values(), (r) => r.doc.length) }), { max_entries: MAX_CACHED });
-    trackCache("store.open_node_runs", this, (s) => ({ entries: s.nodeRunRows.size, bytes: sumOf(s.nodeRunRows.values(), (r) => r.doc.length) }), { max_entries: MAX_CACHED });
-    trackCache("store.ended_runs", this, (s) => ({ entries: s.endedRuns.size, bytes: s.endedText }), { max_entries: MAX_ENDED, max_bytes: MAX_ENDED_TEXT });
-    trackCache("store.run_seqs", this, (s) => ({ entries: s.nextSeq.size + s.applying.size }), { max_entries: MAX_CACHED });
     const approvals = batch.approvals ?? [];
     const events = batch.events ?? [];
     const runRows: unknown[] = new Array(runs.length * 8);
@@ -634,6 +644,13 @@ export class SqliteRunStore implements RunStore {
 
   /** Serializes a batch, commits it (here, or on the writer thread), then brings the caches in line. */
   private async applyOnce(batch: WriteBatch): Promise<RunEvent[]> {
+    // A run the batch creates must not exist (batches of the same run reach here one after the other, so what is
+    // read now is what the earlier ones committed).
+    if (batch.creates) {
+      for (const id of batch.creates) {
+        if (this.runRows.has(id) || this.endedRuns.has(id) || this.stmt.runExists.get(id) !== undefined) throw new RunExistsError(id);
+      }
+    }
     let applied: Applied;
     try {
       const prepared = this.serialize(batch);
@@ -861,6 +878,7 @@ export class SqliteRunStore implements RunStore {
       await this.thread.close();
     }
     this.db.close();
+    this.releaseFile();
   }
 }
 

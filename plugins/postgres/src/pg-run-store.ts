@@ -15,6 +15,7 @@ import pg from "pg";
 import {
   clock,
   FencedError,
+  RunExistsError,
   type ApprovalListing,
   type ApprovalListQuery,
   type ApprovalRecord,
@@ -258,6 +259,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     for (const a of approvals) touched.add(a.run_id);
     for (const id of counts.keys()) touched.add(id);
     const inBatch = new Set(runs.map((r) => r.run_id));
+    const creates = new Set(batch.creates);
     const others = [...counts.keys()].filter((id) => !inBatch.has(id)).sort();
 
     const result = await inTransaction(this.pool, async (c) => {
@@ -307,6 +309,13 @@ export class PgRunStore implements RunStore, SharedRunStore {
         ],
       );
 
+      // A run the batch creates must not exist: found locked (committed before this statement) or updated rather
+      // than inserted (committed by another coordinator while this insert waited on its key), the batch is refused
+      // whole and the transaction rolls back, leaving the first creator's run as it wrote it.
+      if (creates.size > 0) {
+        const existed = rows.find((r) => creates.has(r.run_id) && (r.k === "f" || (r.k === "u" && !r.inserted)));
+        if (existed) throw new RunExistsError(existed.run_id);
+      }
       if (owner !== undefined) {
         // A run that existed before this batch must be held by `owner` at the epoch it took it with.
         const fenced = rows.filter((r) => r.k === "f" && (r.lease_owner !== owner || this.held.get(r.run_id) !== r.epoch)).map((r) => r.run_id);
