@@ -171,8 +171,7 @@ export function upstreamNodeType(upstreamUrl: string): Json {
     output_schema: { type: "object", required: ["key"], properties: { key: { type: "string" } } },
     constraints: { gates: { side_effect_class: "read" } },
     extensions: {
-      // An atomic NodeRun in flight when its run changed hands is sent again once the attempt's lease ends, its timeout
-      // plus 10 s (docs/deploy.md, "Guarantees under faults"): a short timeout keeps the suite's recoveries short.
+      // Bounds one attempt (docs/runs.md): an attempt whose answer never comes is tried again after seconds, not 30 s.
       "nodefabric.timeout_ms": 5000,
       "nodefabric.implementation": { node_type_id: "http.request", version: "1.0.0" },
       "nodefabric.http": {
