@@ -398,17 +398,24 @@ export function startSpec(runId: string, ms: number): Json {
 }
 
 /**
- * Starts `runId` as a client would: on a 503 it waits as Retry-After says and tries again; on a transport failure it
- * tries the other gateway after a short pause (a load balancer's retry); it gives up on any other answer, or after
- * `deadlineMs`. Every answer is recorded.
+ * Starts `runId` as a client would: on a 503 it waits as Retry-After says and tries again; on a transport failure (no
+ * answer within `timeoutMs` included) it tries the other gateway after a short pause (a load balancer's retry); it
+ * gives up on any other answer, or after `deadlineMs`. Every answer is recorded.
  */
-export async function startLikeAClient(gateways: () => string[], first: number, runId: string, ms: number, out: StartResult, deadlineMs = 60_000, stop?: () => boolean): Promise<void> {
+export async function startLikeAClient(
+  gateways: () => string[],
+  first: number,
+  runId: string,
+  ms: number,
+  out: StartResult,
+  options: { deadlineMs?: number; timeoutMs?: number } = {},
+): Promise<void> {
   const spec = startSpec(runId, ms);
-  const end = Date.now() + deadlineMs;
+  const end = Date.now() + (options.deadlineMs ?? 60_000);
   for (let i = first; Date.now() < end; i++) {
     const gws = gateways();
     const gateway = gws[i % gws.length];
-    const { answer, body } = await postStart(gateway, spec, 5_000);
+    const { answer, body } = await postStart(gateway, spec, options.timeoutMs ?? CLIENT_TIMEOUT_MS);
     out.answers.push(answer);
     if (answer.status >= 200 && answer.status < 300) {
       out.acks.push({ run_id: runId, gateway, root_node_run_id: body?.root_node_run_id });
@@ -423,9 +430,11 @@ export async function startLikeAClient(gateways: () => string[], first: number, 
     } else {
       return; // any other answer is final for this client
     }
-    if (stop?.()) return;
   }
 }
+
+/** How long a client waits for an answer before it gives up on a try (and tries the other gateway). */
+export const CLIENT_TIMEOUT_MS = 10_000;
 
 /** A load of runs with client-chosen ids `<prefix>_<n>`, started on the gateways alternately by `workers` clients. */
 export class Load {
@@ -438,8 +447,15 @@ export class Load {
   constructor(
     private readonly gateways: () => string[],
     private readonly prefix: string,
-    private readonly options: { workers: number; ms: number; pauseMs: number },
+    private readonly options: { workers: number; ms: number; pauseMs: number; timeoutMs?: number },
   ) {}
+
+  /** Starts one more run, `<prefix>_<name>`, through `gateway` only, with an upstream call of `ms`; resolves once answered. */
+  async startThrough(gateway: string, name: string, ms: number): Promise<void> {
+    const runId = `${this.prefix}_${name}`;
+    this.attempted.push(runId);
+    await startLikeAClient(() => [gateway], 0, runId, ms, this.result, { deadlineMs: 30_000, timeoutMs: this.options.timeoutMs });
+  }
 
   start(): this {
     this.done = Promise.all(
@@ -448,7 +464,7 @@ export class Load {
           const n = this.next++;
           const runId = `${this.prefix}_${n}`;
           this.attempted.push(runId);
-          await startLikeAClient(this.gateways, n, runId, this.options.ms, this.result, 60_000);
+          await startLikeAClient(this.gateways, n, runId, this.options.ms, this.result, { timeoutMs: this.options.timeoutMs });
           await sleep(this.options.pauseMs);
         }
       }),

@@ -31,14 +31,17 @@ describe("faults of one fabric process of two", () => {
 
   /** Runs of this test taken over by another coordinator (fencing epoch above 1). */
   const takenOver = async (prefix: string) =>
-    Number((await cluster.query<{ n: string }>("SELECT count(*) AS n FROM runs WHERE run_id LIKE $1 AND lease_epoch > 1", [`${prefix}\\_%`]))[0].n);
+    Number((await cluster.query<{ n: string }>("SELECT count(*) AS n FROM runs WHERE starts_with(run_id, $1) AND lease_epoch > 1", [`${prefix}_`]))[0].n);
 
   it("fences a fabric paused with SIGSTOP past its lease, and loses nothing", async () => {
     await fabrics.ensureUp();
     const t0 = Date.now();
     const [, two] = fabrics.fabrics;
-    const load = new Load(() => fabrics.gateways, "run_fpause", { workers: 4, ms: 300, pauseMs: 50 }).start();
+    // Clients give up on a gateway that does not answer within 3 s and try the other one.
+    const load = new Load(() => fabrics.gateways, "run_fpause", { workers: 4, ms: 300, pauseMs: 50, timeoutMs: 3_000 }).start();
     await eventually(async () => (load.result.acks.filter((a) => a.gateway === two.gateway).length >= 10 ? true : undefined), 30_000, "10 runs acknowledged through fabric two");
+    // Runs that are certainly in flight on fabric two when it stops: their upstream calls take 2 s.
+    await Promise.all([1, 2, 3].map((k) => load.startThrough(two.gateway, `long${k}`, 2_000)));
 
     // Paused four leases long, with runs in flight.
     const pausedAt = Date.now();
@@ -69,6 +72,7 @@ describe("faults of one fabric process of two", () => {
     const [one, two] = fabrics.fabrics;
     const load = new Load(() => fabrics.gateways, "run_fkill", { workers: 4, ms: 300, pauseMs: 50 }).start();
     await eventually(async () => (load.result.acks.filter((a) => a.gateway === two.gateway).length >= 10 ? true : undefined), 30_000, "10 runs acknowledged through fabric two");
+    await Promise.all([1, 2, 3].map((k) => load.startThrough(two.gateway, `long${k}`, 2_000)));
 
     const killed = two.proc;
     await fabrics.kill(two);
