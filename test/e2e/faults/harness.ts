@@ -330,6 +330,7 @@ export class TwoFabrics {
         await p.stop("SIGKILL");
         writeFileSync(path.join(logs, `${f.name}-${i}.log`), p.output());
       }
+    for (const f of this.fabrics) rmSync(f.dataDir, { recursive: true, force: true });
     console.log(`[faults] the fabrics' logs are in ${logs}`);
   }
 }
