@@ -55,7 +55,7 @@ export function claimSqliteFile(file: string): () => void {
   if (held === 0) {
     for (let tries = 0; ; tries++) {
       try {
-        const fd = openSync(ownerFile, "wx");
+        const fd = openSync(ownerFile, "wx", 0o600);
         writeSync(fd, `${process.pid}\n`);
         closeSync(fd);
         break;
