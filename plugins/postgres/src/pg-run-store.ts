@@ -47,6 +47,18 @@ const NODE_RUN_COLUMNS =
   `${ms("lease_expires_at")} AS lease_expires_at, approval_id, idempotency_key, spec_hash, depth, ${ms("created_at")} AS created_at`;
 const APPROVAL_COLUMNS = `approval_id, run_id, node_run_id, state, doc, ${ms("created_at")} AS created_at, ${ms("resolved_at")} AS resolved_at`;
 
+/**
+ * Ready work for the metrics (queueStats, $1 = now): the claim's two index ranges, counted apart. An OR of them
+ * implies neither partial index, and the count would read every NodeRun ever stored at each metrics scrape.
+ */
+export const QUEUE_STATS_SQL = `SELECT sum(n)::int8 AS depth, (extract(epoch FROM min(oldest)) * 1000)::int8 AS oldest FROM (
+     SELECT count(*) AS n, min(available_at) AS oldest FROM node_runs
+     WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN} AND available_at <= ${ts("$1")}
+     UNION ALL
+     SELECT count(*), min(available_at) FROM node_runs
+     WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < ${ts("$1")}
+       AND approval_id IS NULL AND available_at <= ${ts("$1")}) AS q`;
+
 /** Ended runs kept in `held` (so `holds` stays true for them); beyond this many, the oldest are forgotten. */
 const MAX_ENDED_HELD = 50_000;
 
@@ -604,9 +616,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
   async queueStats(now: number): Promise<{ depth: number; oldestAvailableAt: number | null }> {
     const { rows } = await this.pool.query<{ depth: string; oldest: string | null }>(
-      `SELECT count(*) AS depth, (extract(epoch FROM min(available_at)) * 1000)::int8 AS oldest FROM node_runs
-       WHERE ${OPEN_NODE_RUN} AND approval_id IS NULL AND available_at <= ${ts("$1")}
-         AND (lease_owner IS NULL OR lease_expires_at < ${ts("$1")})`,
+      QUEUE_STATS_SQL,
       [now],
     );
     const row = rows[0];
