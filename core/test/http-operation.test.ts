@@ -225,7 +225,7 @@ describe("base URL", () => {
     expect((await buildOperationRequest(regional, {}, noSettings)).url.href).toBe("https://eu.api.test/v1/pets");
     expect((await buildOperationRequest(regional, {}, withValues({ PETS_REGION: "us", PETS_VERSION: "v2" }))).url.href).toBe("https://us.api.test/v2/pets");
     await expect(buildOperationRequest(regional, {}, withValues({ PETS_REGION: "ap" }))).rejects.toMatchObject({
-      code: "configuration_error",
+      code: "invalid_configuration",
       retryable: false,
       message: "PETS_REGION must be one of eu, us",
     });
@@ -239,19 +239,19 @@ describe("base URL", () => {
 
   it("refuses a base URL setting that is not an absolute http(s) URL, naming the setting but not its value", async () => {
     const err = await buildOperationRequest(regional, {}, withValues({ PETS_BASE_URL: "ftp://files.test/secret-ish" })).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: "configuration_error", retryable: false, message: "PETS_BASE_URL must be an absolute http(s) URL, such as https://api.example.com/v1" });
+    expect(err).toMatchObject({ code: "invalid_configuration", retryable: false, message: "PETS_BASE_URL must be an absolute http(s) URL, such as https://api.example.com/v1" });
     expect((err as Error).message).not.toContain("secret-ish");
   });
 
-  it("with no server URL and no setting: configuration_error saying what to set", async () => {
+  it("with no server URL and no setting: invalid_configuration saying what to set", async () => {
     const op = descriptor({ server: { url: "" } });
     await expect(buildOperationRequest(op, { petId: 1 }, noSettings)).rejects.toMatchObject({
-      code: "configuration_error",
+      code: "invalid_configuration",
       retryable: false,
       message: "no base URL for getPetById: set PETSTORE_BASE_URL to the API's URL, such as https://api.example.com/v1",
     });
     const result = await runHandler(operationType(op), { petId: 1 });
-    expect(result).toMatchObject({ state: "failed", error: { code: "configuration_error", retryable: false } });
+    expect(result).toMatchObject({ state: "failed", error: { code: "invalid_configuration", retryable: false } });
   });
 
   it("reads the setting from the executor's secrets, then the environment", async () => {
@@ -416,13 +416,13 @@ describe("security schemes", () => {
     expect(optional.headers.authorization).toBeUndefined();
   });
 
-  it("no alternative satisfied: configuration_error naming the secrets to set", async () => {
+  it("no alternative satisfied: invalid_configuration naming the secrets to set", async () => {
     const op = descriptor({ security_schemes: schemes, security: [["api_key"], ["petstore_auth"]] });
     const result = await runHandler(operationType(op), { petId: 1 });
     expect(result).toMatchObject({
       state: "failed",
       error: {
-        code: "configuration_error",
+        code: "invalid_configuration",
         retryable: false,
         message:
           "getPetById needs credentials: set PETSTORE_API_KEY (apiKey api_key), or PETSTORE_OAUTH_ACCESS_TOKEN (oauth2 petstore_auth), " +
@@ -634,14 +634,14 @@ describe("answers", () => {
     expect(mirror.seen[0]!.headers["x-api-key"]).toBeUndefined();
   });
 
-  it("a node type without a usable descriptor fails with configuration_error", async () => {
+  it("a node type without a usable descriptor fails with invalid_configuration", async () => {
     const def = defineAtomic({
       nodeType: { node_type_id: "petstore.broken", version: "1.0.0", input_schema: { type: "object" }, output_schema: { type: "object" }, extensions: { "nodefabric.openapi": { operation_id: "x" } } },
       handler: (inputs: JsonObject, ctx) => callHttpOperation(inputs, ctx),
     });
     expect(await runHandler(def, {})).toMatchObject({
       state: "failed",
-      error: { code: "configuration_error", retryable: false, message: 'petstore.broken@1.0.0: extensions["nodefabric.openapi"] has no upper-case method' },
+      error: { code: "invalid_configuration", retryable: false, message: 'petstore.broken@1.0.0: extensions["nodefabric.openapi"] has no upper-case method' },
     });
     const of = (op: unknown) => () => operationDescriptorOf({ node_type_id: "t", version: "1", extensions: { "nodefabric.openapi": op } });
     expect(of(descriptor())).not.toThrow();

@@ -14,13 +14,17 @@ export interface HandlerErrorOptions {
   cause?: unknown;
 }
 
-/** A handler failure with a stable code; recognised by `HandlerError.is` across installed copies of the SDK. */
-export class HandlerError extends Error {
-  readonly code: string;
+/**
+ * A handler failure with a stable code; recognised by `HandlerError.is` across installed copies of the SDK. `Code` is
+ * the codes it may carry: a package that declares its block of failure codes makes its errors with `failWith(block)`
+ * (sdk/failure-codes.ts), which types `Code` so that a code in no block does not compile.
+ */
+export class HandlerError<Code extends string = string> extends Error {
+  readonly code: Code;
   declare readonly retryable?: boolean;
   declare readonly details?: Record<string, unknown>;
 
-  constructor(code: string, message: string, options: HandlerErrorOptions = {}) {
+  constructor(code: Code, message: string, options: HandlerErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     if (typeof code !== "string" || code.length === 0) {
       throw new TypeError("HandlerError: code must be a non-empty string, such as \"upstream_error\"");

@@ -5,6 +5,7 @@
  * operation is called the same way whichever runs it.
  */
 import { HandlerError } from "./handler-error.js";
+import { fail } from "./failure-codes.js";
 import { OPENAPI_EXTENSION, type HttpOperationDescriptor, type OperationBody, type OperationParameter, type OperationSecurityScheme } from "./http-operation-types.js";
 import { clientCredentialsToken } from "./oauth2-client-credentials.js";
 import { isBase64Text, isDotSegment, isHeaderValue } from "./operation-input-rules.js";
@@ -70,12 +71,12 @@ const STYLES = new Set(["simple", "form", "spaceDelimited", "pipeDelimited", "de
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const ENCODINGS = new Set(["json", "form", "multipart", "text", "binary"]);
 
-function configurationError(message: string, details?: Record<string, unknown>): HandlerError {
-  return new HandlerError("configuration_error", message, { retryable: false, ...(details ? { details } : {}) });
+function invalidConfiguration(message: string, details?: Record<string, unknown>): HandlerError {
+  return fail("invalid_configuration", message, { retryable: false, ...(details ? { details } : {}) });
 }
 
 function invalidInputs(message: string, field: string): HandlerError {
-  return new HandlerError("invalid_inputs", message, { retryable: false, details: { field } });
+  return fail("invalid_inputs", message, { retryable: false, details: { field } });
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -122,7 +123,7 @@ const descriptors = new WeakMap<object, HttpOperationDescriptor | HandlerError>(
 
 /**
  * The HttpOperationDescriptor of a node type, checked (once per NodeType object); a missing or malformed one is a
- * non-retryable HandlerError `configuration_error`.
+ * non-retryable HandlerError `invalid_configuration`.
  */
 export function operationDescriptorOf(nodeType: { node_type_id: string; version: string; extensions?: Record<string, unknown> }): HttpOperationDescriptor {
   let found = descriptors.get(nodeType);
@@ -130,7 +131,7 @@ export function operationDescriptorOf(nodeType: { node_type_id: string; version:
     const raw = nodeType.extensions?.[OPENAPI_EXTENSION];
     const problem = descriptorProblem(raw);
     found = problem
-      ? configurationError(`${nodeType.node_type_id}@${nodeType.version}: extensions["${OPENAPI_EXTENSION}"] ${problem}`, { field: OPENAPI_EXTENSION })
+      ? invalidConfiguration(`${nodeType.node_type_id}@${nodeType.version}: extensions["${OPENAPI_EXTENSION}"] ${problem}`, { field: OPENAPI_EXTENSION })
       : (raw as HttpOperationDescriptor);
     descriptors.set(nodeType, found);
   }
@@ -168,25 +169,25 @@ export function resolveBaseUrl(op: HttpOperationDescriptor, options: OperationRe
   } else if (read(options, setting) !== undefined) {
     text = read(options, setting)!;
     from = `the setting ${setting}`;
-    if (!absoluteHttpUrl(text)) throw configurationError(`${setting} must be an absolute http(s) URL, such as https://api.example.com/v1`, { setting });
+    if (!absoluteHttpUrl(text)) throw invalidConfiguration(`${setting} must be an absolute http(s) URL, such as https://api.example.com/v1`, { setting });
   } else {
     from = "the server URL";
     text = op.server.url.replace(/\{([^}]*)\}/g, (_, name: string) => {
       const variable = op.server.variables?.[name];
       const variableSetting = op.settings.server_variables?.[name];
       const value = read(options, variableSetting) ?? variable?.default;
-      if (value === undefined) throw configurationError(`the server URL ${op.server.url} of ${op.operation_id} names {${name}}, which has no default${variableSetting ? `: set ${variableSetting}` : ""}`, { variable: name });
+      if (value === undefined) throw invalidConfiguration(`the server URL ${op.server.url} of ${op.operation_id} names {${name}}, which has no default${variableSetting ? `: set ${variableSetting}` : ""}`, { variable: name });
       if (variable?.enum && variable.enum.length > 0 && !variable.enum.includes(value)) {
-        throw configurationError(`${variableSetting ?? `the server variable ${name}`} must be one of ${variable.enum.join(", ")}`, { variable: name, ...(variableSetting ? { setting: variableSetting } : {}) });
+        throw invalidConfiguration(`${variableSetting ?? `the server variable ${name}`} must be one of ${variable.enum.join(", ")}`, { variable: name, ...(variableSetting ? { setting: variableSetting } : {}) });
       }
       return value;
     });
-    if (text === "") throw configurationError(`no base URL for ${op.operation_id}: set ${setting} to the API's URL, such as https://api.example.com/v1`, { setting });
-    if (!absoluteHttpUrl(text)) throw configurationError(`the server URL ${op.server.url} of ${op.operation_id} is not an absolute http(s) URL: set ${setting} to the API's URL`, { setting });
+    if (text === "") throw invalidConfiguration(`no base URL for ${op.operation_id}: set ${setting} to the API's URL, such as https://api.example.com/v1`, { setting });
+    if (!absoluteHttpUrl(text)) throw invalidConfiguration(`the server URL ${op.server.url} of ${op.operation_id} is not an absolute http(s) URL: set ${setting} to the API's URL`, { setting });
   }
   const url = absoluteHttpUrl(text);
-  if (!url) throw configurationError(`${from} of ${op.operation_id} must be an absolute http(s) URL`, { setting });
-  if (url.username || url.password) throw configurationError(`${from} of ${op.operation_id} must not carry credentials; they belong in the security schemes' secrets`, { setting });
+  if (!url) throw invalidConfiguration(`${from} of ${op.operation_id} must be an absolute http(s) URL`, { setting });
+  if (url.username || url.password) throw invalidConfiguration(`${from} of ${op.operation_id} must not carry credentials; they belong in the security schemes' secrets`, { setting });
   url.hash = "";
   return url;
 }
@@ -295,7 +296,7 @@ type Credential =
 function tokenUrlOf(scheme: Extract<OperationSecurityScheme, { type: "oauth2" }>, schemeName: string): URL | undefined {
   if (!scheme.token_url) return undefined;
   const url = absoluteHttpUrl(scheme.token_url);
-  if (!url) throw configurationError(`the token URL of the OAuth 2 scheme ${schemeName} must be an absolute http(s) URL`, { scheme: schemeName });
+  if (!url) throw invalidConfiguration(`the token URL of the OAuth 2 scheme ${schemeName} must be an absolute http(s) URL`, { scheme: schemeName });
   return url;
 }
 
@@ -371,14 +372,14 @@ async function applySecurity(op: HttpOperationDescriptor, url: URL, options: Ope
         continue;
       }
       if (c.kind === "cookie") {
-        if (/[;\r\n\0]/.test(c.value)) throw configurationError(`the secret of the apiKey cookie ${c.name} holds a character a cookie cannot carry`);
+        if (/[;\r\n\0]/.test(c.value)) throw invalidConfiguration(`the secret of the apiKey cookie ${c.name} holds a character a cookie cannot carry`);
         cookies.push(`${c.name}=${c.value}`);
         sensitive.add("cookie");
         continue;
       }
       const value = c.kind === "token" ? `Bearer ${await clientCredentialsToken({ ...c, fetch: options.fetch ?? globalThis.fetch })}` : c.value;
       const name = c.kind === "token" ? "authorization" : c.name.toLowerCase();
-      if (/[\r\n\0]/.test(value)) throw configurationError(`the credentials of the header ${name} hold a line break`);
+      if (/[\r\n\0]/.test(value)) throw invalidConfiguration(`the credentials of the header ${name} hold a line break`);
       headers[name] = value;
       sensitive.add(name);
     }
@@ -386,7 +387,7 @@ async function applySecurity(op: HttpOperationDescriptor, url: URL, options: Ope
   }
   const ways = op.security.map((alternative) => alternative.map((name) => describeScheme(op.security_schemes[name]!, name)).join(" together with "));
   const names = [...new Set(op.security.flatMap((alternative) => alternative.flatMap((name) => secretNames(op.security_schemes[name]!))))];
-  throw configurationError(`${op.operation_id} needs credentials: set ${ways.join(", or ")}`, { secrets: names });
+  throw invalidConfiguration(`${op.operation_id} needs credentials: set ${ways.join(", or ")}`, { secrets: names });
 }
 
 function base64Bytes(value: JsonValue, what: string, field: string): Uint8Array {
@@ -494,7 +495,7 @@ export function readOperationAnswer(op: HttpOperationDescriptor, status: number,
   if (status < 200 || status >= 300) {
     const excerpt = bytes ? new TextDecoder().decode(bytes.subarray(0, ERROR_BODY_BYTES)) : text.slice(0, ERROR_BODY_BYTES);
     const retryAfter = status === 429 || status === 503 ? retryAfterMs(headerOf(headers, "retry-after")) : undefined;
-    throw new HandlerError("upstream_error", `${op.operation_id} answered ${status}`, {
+    throw fail("upstream_error", `${op.operation_id} answered ${status}`, {
       // A server error, a timeout or a rate limit may pass on a later attempt; any other refusal will not.
       retryable: status >= 500 || status === 429 || status === 408,
       details: { status, body: excerpt, ...(retryAfter !== undefined ? { retry_after_ms: retryAfter } : {}) },
@@ -518,13 +519,13 @@ export function readOperationAnswer(op: HttpOperationDescriptor, status: number,
   try {
     value = JSON.parse(text);
   } catch {
-    throw new HandlerError("upstream_error", `${op.operation_id} answered ${status} with a body that is not JSON (${mediaType})`, {
+    throw fail("upstream_error", `${op.operation_id} answered ${status} with a body that is not JSON (${mediaType})`, {
       retryable: false,
       details: { status, body: text.slice(0, ERROR_BODY_BYTES) },
     });
   }
   if (!isObject(value)) {
-    throw new HandlerError("upstream_error", `${op.operation_id} answered ${status} with JSON that is not an object (${Array.isArray(value) ? "an array" : typeof value})`, {
+    throw fail("upstream_error", `${op.operation_id} answered ${status} with JSON that is not an object (${Array.isArray(value) ? "an array" : typeof value})`, {
       retryable: false,
       details: { status },
     });
@@ -550,7 +551,7 @@ async function sendFollowingRedirects(fetchFn: typeof globalThis.fetch, request:
       next = undefined;
     }
     if (!next || hop >= maxRedirects) {
-      throw new HandlerError("upstream_error", `${op.operation_id} answered ${res.status}, ${next ? `a redirect past the limit of ${maxRedirects}` : "a redirect to no http(s) URL"}`, {
+      throw fail("upstream_error", `${op.operation_id} answered ${res.status}, ${next ? `a redirect past the limit of ${maxRedirects}` : "a redirect to no http(s) URL"}`, {
         retryable: false,
         details: { status: res.status },
       });
@@ -583,7 +584,7 @@ export async function callHttpOperation(inputs: JsonObject, ctx: AtomicContext, 
     bytes = await readResponseBytes(res, ok ? limit : ERROR_BODY_BYTES, !ok);
   } catch (err) {
     if (!(err instanceof ResponseTooLargeError)) throw err;
-    throw new HandlerError("response_too_large", `${op.operation_id} answered more than ${limit} bytes`, { retryable: false, details: { max_response_bytes: limit } });
+    throw fail("response_too_large", `${op.operation_id} answered more than ${limit} bytes`, { retryable: false, details: { max_response_bytes: limit } });
   }
   return readOperationAnswer(op, res.status, res.headers, bytes);
 }

@@ -9,9 +9,10 @@
  */
 import type { FabricErrorBody } from "@nodefabric/schemas";
 import { HandlerError } from "./handler-error.js";
+import { fail, type SdkFailureCode } from "./failure-codes.js";
 
 /** The code of a failure to reach an upstream. */
-export const UPSTREAM_UNAVAILABLE = "upstream_unavailable";
+export const UPSTREAM_UNAVAILABLE = "upstream_unavailable" satisfies SdkFailureCode;
 
 /** What kind of network failure it was: `details.reason` of an `upstream_unavailable` error. */
 export type NetworkFailureReason = "connection_refused" | "dns_failure" | "connection_reset" | "timeout";
@@ -199,7 +200,7 @@ export function upstreamUnavailable(failure: NetworkFailure, cause?: unknown): H
   if (failure.address !== undefined) details.address = failure.address;
   if (failure.syscall !== undefined) details.syscall = failure.syscall;
   if (failure.timeoutMs !== undefined) details.timeout_ms = failure.timeoutMs;
-  return new HandlerError(UPSTREAM_UNAVAILABLE, describe(failure), { retryable: true, details, ...(cause !== undefined ? { cause } : {}) });
+  return fail(UPSTREAM_UNAVAILABLE, describe(failure), { retryable: true, details, ...(cause !== undefined ? { cause } : {}) });
 }
 
 /**

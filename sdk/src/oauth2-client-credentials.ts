@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import { upstreamUnavailableError } from "./network-failure.js";
 import { HandlerError } from "./handler-error.js";
+import { fail } from "./failure-codes.js";
 import { readResponseBytes } from "./response-body.js";
 import { retryAfterMs } from "./retry-after.js";
 
@@ -109,7 +110,7 @@ async function requestToken(credentials: ClientCredentials): Promise<{ token: st
     if (unavailable) throw unavailable;
     const timedOut = (err as Error)?.name === "TimeoutError";
     const why = (err as { cause?: { code?: unknown } })?.cause?.code ?? (err as Error)?.message ?? String(err);
-    throw new HandlerError("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} failed: ${timedOut ? "no answer in time" : String(why)}`, {
+    throw fail("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} failed: ${timedOut ? "no answer in time" : String(why)}`, {
       retryable: true,
       details: { token_url: describe(tokenUrl), reason: timedOut ? "timeout" : "network" },
       cause: err,
@@ -118,7 +119,7 @@ async function requestToken(credentials: ClientCredentials): Promise<{ token: st
   const text = new TextDecoder().decode(bytes);
   if (res.status < 200 || res.status >= 300) {
     const retryAfter = res.status === 429 || res.status === 503 ? retryAfterMs(res.headers.get("retry-after")) : undefined;
-    throw new HandlerError("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} answered ${res.status}`, {
+    throw fail("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} answered ${res.status}`, {
       retryable: res.status >= 500 || res.status === 429 || res.status === 408,
       details: { token_url: describe(tokenUrl), status: res.status, body: text, ...(retryAfter !== undefined ? { retry_after_ms: retryAfter } : {}) },
     });
@@ -130,7 +131,7 @@ async function requestToken(credentials: ClientCredentials): Promise<{ token: st
     answer = undefined;
   }
   if (typeof answer?.access_token !== "string" || answer.access_token === "") {
-    throw new HandlerError("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} answered ${res.status} without an access_token`, {
+    throw fail("upstream_error", `the OAuth 2 token request to ${describe(tokenUrl)} answered ${res.status} without an access_token`, {
       retryable: false,
       details: { token_url: describe(tokenUrl), status: res.status },
     });

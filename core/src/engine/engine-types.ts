@@ -18,6 +18,7 @@ import type {
 import { clock } from "../clock.js";
 import { canonicalJson } from "../canonical-json.js";
 import { FabricError } from "../http/errors.js";
+import type { FailureCode } from "../http/failure-codes.js";
 import { TERMINAL_STATES, type NewRunEvent, type NodeRunRecord, type RunRecord, type RunStore } from "../store/run-store.js";
 import type { NodeTypeResolver } from "./node-type-resolver.js";
 import type { AssignmentTokens } from "./assignment-tokens.js";
@@ -111,7 +112,8 @@ export function isTerminal(state: string): boolean {
   return TERMINAL_STATES.has(state);
 }
 
-export function errorBody(code: string, message: string, extra: Partial<FabricErrorBody> = {}): FabricErrorBody {
+/** The `error` of a NodeRun or Run the engine fails: its code is one of a failure-code block (http/failure-codes.ts). */
+export function errorBody(code: FailureCode, message: string, extra: Partial<FabricErrorBody> = {}): FabricErrorBody {
   return { code, message, ...extra };
 }
 

@@ -1,6 +1,7 @@
 /**
- * The one error catalogue of NodeFabric: every error code the services answer with, its HTTP status,
- * and the single function that turns anything thrown into a v1 ErrorEnvelope.
+ * The request-level error catalogue of NodeFabric: every error code the services answer with, its HTTP status and
+ * meaning, and the single function that turns anything thrown into a v1 ErrorEnvelope. The failure codes a NodeRun
+ * carries are in failure-codes.ts and the SDK's blocks; docs/errors.md lists both.
  */
 
 /** HTTP status for every request-level error code of the v1 contract (an ErrorEnvelope, schemas/v1/error_envelope.schema.json). */
@@ -34,29 +35,37 @@ export const ERROR_STATUS = {
 
 export type RequestErrorCode = keyof typeof ERROR_STATUS;
 
-/**
- * Failure codes a NodeRun or an AtomicExecuteResult carries in its `error` (not HTTP statuses).
- */
-export const FAILURE_CODES = [
-  "invalid_inputs",
-  "invalid_outputs",
-  "handler_error",
-  "upstream_error",
-  "upstream_unavailable",
-  "timeout",
-  "canceled",
-  "policy_denied",
-  "pdp_unavailable",
-  "approval_rejected",
-  "node_type_not_allowed",
-  "node_type_denied",
-  "budget_exceeded",
-  "executor_unavailable",
-  "unknown_node_type",
-  "child_failed",
-] as const;
+/** What each request-level code means (docs/errors.md lists them with their status). */
+export const REQUEST_ERROR_MEANINGS: { readonly [C in RequestErrorCode]: string } = {
+  invalid_request: "The request is malformed: its body, path or query breaks the schema (`details.errors` lists each violation), or it is not valid JSON or HTTP.",
+  unauthenticated: "No credentials, or a token that does not verify.",
+  permission_denied: "The caller is authenticated but may not do this: a missing scope, another tenant, an assignment token used beyond its NodeRun.",
+  route_not_found: "No route for this method and path (or the directory no longer holds the executor).",
+  run_not_found: "No such run, or one of another tenant.",
+  node_run_not_found: "No such NodeRun, or one of another tenant's run.",
+  node_type_not_found: "No such node type (or version) in the registry.",
+  candidate_set_not_found: "No such candidate set.",
+  approval_not_found: "No such approval, or one of another tenant's run.",
+  unknown_node_type: "The node type is not published, or this executor does not serve it.",
+  method_not_allowed: "The path exists but not with this method (the Allow header lists those it takes).",
+  run_already_exists: "The run_id is taken by a run started with another request.",
+  node_run_terminal: "The NodeRun (or run) has already ended, or is not in the state the request needs.",
+  node_type_version_conflict: "This version of the node type is published with other content.",
+  idempotency_conflict: "The idempotency key was already used for a different request.",
+  constraint_violation: "The request breaks the constraints in force (budgets, lists, depth); `details.violations` lists them.",
+  candidate_binding_violation: "A child names a node type outside the candidate set it is bound to.",
+  parent_node_run_invalid: "The parent NodeRun cannot take children (not a running composite, or not the caller's).",
+  payload_too_large: "The request body is larger than the service accepts.",
+  unsupported_media_type: "The request body is not application/json.",
+  rate_limited: "Too many requests: retry after the Retry-After header.",
+  internal_error: "The service failed to handle the request (a bug: its log has the cause).",
+  upstream_unavailable: "A service this one needs (another service, the registry, a token endpoint) could not be reached or answered 5xx.",
+  unavailable: "The service is overloaded, shutting down or not ready (`details.health`); retry after the Retry-After header.",
+  upstream_timeout: "A service this one needs did not answer in time.",
+};
 
-export type FailureCode = (typeof FAILURE_CODES)[number];
+// Failure codes (a NodeRun's or a result's `error.code`, not HTTP statuses) have their own blocks.
+export { FAILURE_CODES, CORE_FAILURE_CODES, type FailureCode, type CoreFailureCode } from "./failure-codes.js";
 
 /** The `error` object of an ErrorEnvelope or of a result. */
 export interface ErrorBody {

@@ -3,7 +3,7 @@
  * an echo, a cancellable sleep, a failure on demand, and a GET of any upstream URL.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { defineAtomic, HandlerError, type JsonObject, type JsonValue } from "@nodefabric/sdk";
+import { defineAtomic, HandlerError, type JsonObject, type JsonValue, type SdkFailureCode } from "@nodefabric/sdk";
 
 const READ_ONLY = { gates: { side_effect_class: "read" as const } };
 
@@ -123,7 +123,7 @@ export const upstream = defineAtomic<{ url: string }, { status: number; body: Js
     const text = await res.text();
     const status = res.statusCode;
     if (status < 200 || status >= 300) {
-      throw new HandlerError("upstream_error", `${inputs.url} answered ${status}`, {
+      throw new HandlerError<SdkFailureCode>("upstream_error", `${inputs.url} answered ${status}`, {
         // A server error or a rate limit may pass; any other refusal will be the same next time.
         retryable: status >= 500 || status === 429,
         details: { status, body: text.slice(0, MAX_ERROR_BODY) },

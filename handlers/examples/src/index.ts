@@ -3,7 +3,10 @@
  * pick-and-run that lets Selection choose the child. A third example, `examples.plan-greet`, is a declarative plan
  * shipped as NodeType JSON (node-types/plan-greet.json) and published to the registry at run time.
  */
-import { defineComposite, HandlerError, type JsonObject } from "@nodefabric/sdk";
+import { defineComposite, failWith, SDK_FAILURE_CODES, type JsonObject } from "@nodefabric/sdk";
+
+/** The examples raise only the SDK's failure codes (sdk/failure-codes.ts). */
+const fail = failWith(SDK_FAILURE_CODES);
 
 const ECHO = { node_type_id: "demo.echo", version: "1.0.0" };
 
@@ -69,7 +72,7 @@ export const pickAndRun = defineComposite<
     // Never pick itself: a pick-and-run choosing pick-and-run would recurse for ever.
     const best = set.candidates.find((c) => c.node_type_ref.node_type_id !== ctx.node_type_ref.node_type_id);
     if (!best) {
-      throw new HandlerError("no_candidate", `Selection proposed no node type for "${inputs.goal}"`, { details: { candidate_set_id: set.candidate_set_id } });
+      throw fail("no_candidate", `Selection proposed no node type for "${inputs.goal}"`, { details: { candidate_set_id: set.candidate_set_id } });
     }
     const chosen = { node_type_id: best.node_type_ref.node_type_id, version: best.node_type_ref.version };
     ctx.log.info({ chosen, score: best.score }, "picked a candidate");

@@ -5,6 +5,7 @@
  */
 import { HandlerError, readResponseBytes, ResponseTooLargeError, upstreamTimeoutError, upstreamUnavailableError } from "@nodefabric/sdk";
 import { hostAllowed } from "./http-config.js";
+import { fail } from "./failure-codes.js";
 
 /** A request as the handler built it; header names are lower case. */
 export interface OutboundRequest {
@@ -45,10 +46,10 @@ function describeUrl(url: URL): string {
 /** The `egress_denied` refusal of a URL whose host is not allowed; nothing has connected to it. */
 export function checkEgress(url: URL, allowedHosts: readonly string[], why = "the URL"): void {
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new HandlerError("egress_denied", `${why} uses ${url.protocol.replace(/:$/, "")}; only http and https are allowed`, { retryable: false, details: { url: describeUrl(url) } });
+    throw fail("egress_denied", `${why} uses ${url.protocol.replace(/:$/, "")}; only http and https are allowed`, { retryable: false, details: { url: describeUrl(url) } });
   }
   if (!hostAllowed(url, allowedHosts)) {
-    throw new HandlerError("egress_denied", `${why} goes to ${url.host}, which is not in nodefabric.http.allowed_hosts (${allowedHosts.join(", ") || "none"})`, {
+    throw fail("egress_denied", `${why} goes to ${url.host}, which is not in nodefabric.http.allowed_hosts (${allowedHosts.join(", ") || "none"})`, {
       retryable: false,
       details: { host: url.host, allowed_hosts: [...allowedHosts] },
     });
@@ -56,7 +57,7 @@ export function checkEgress(url: URL, allowedHosts: readonly string[], why = "th
 }
 
 function tooLarge(limit: number, url: URL): HandlerError {
-  return new HandlerError("response_too_large", `the answer of ${describeUrl(url)} is larger than nodefabric.http.max_response_bytes (${limit} bytes)`, {
+  return fail("response_too_large", `the answer of ${describeUrl(url)} is larger than nodefabric.http.max_response_bytes (${limit} bytes)`, {
     retryable: false,
     details: { max_response_bytes: limit },
   });
@@ -84,7 +85,7 @@ function failure(err: unknown, url: URL, limits: EgressLimits, timeout: AbortSig
   if (unavailable) return unavailable;
   const cause = (err as { cause?: { code?: unknown; message?: unknown } })?.cause;
   const why = typeof cause?.code === "string" ? cause.code : typeof cause?.message === "string" ? cause.message : (err as Error)?.message ?? String(err);
-  return new HandlerError("upstream_error", `cannot reach ${describeUrl(url)}: ${why}`, { retryable: true, details: { reason: "network", error: why } });
+  return fail("upstream_error", `cannot reach ${describeUrl(url)}: ${why}`, { retryable: true, details: { reason: "network", error: why } });
 }
 
 /**
@@ -109,16 +110,16 @@ export async function boundedExchange(fetchFn: typeof globalThis.fetch, request:
         try {
           next = new URL(location, url);
         } catch {
-          throw new HandlerError("upstream_error", `${describeUrl(url)} answered ${res.status} with an invalid Location`, { retryable: false, details: { status: res.status } });
+          throw fail("upstream_error", `${describeUrl(url)} answered ${res.status} with an invalid Location`, { retryable: false, details: { status: res.status } });
         }
         if (!limits.followRedirects) {
-          throw new HandlerError("egress_denied", `${describeUrl(url)} answered ${res.status}, a redirect to ${describeUrl(next)}; redirects are not followed unless nodefabric.http.follow_redirects is true`, {
+          throw fail("egress_denied", `${describeUrl(url)} answered ${res.status}, a redirect to ${describeUrl(next)}; redirects are not followed unless nodefabric.http.follow_redirects is true`, {
             retryable: false,
             details: { status: res.status, location: describeUrl(next) },
           });
         }
         if (hop >= limits.maxRedirects) {
-          throw new HandlerError("upstream_error", `${describeUrl(request.url)} redirected more than nodefabric.http.max_redirects (${limits.maxRedirects}) times`, {
+          throw fail("upstream_error", `${describeUrl(request.url)} redirected more than nodefabric.http.max_redirects (${limits.maxRedirects}) times`, {
             retryable: false,
             details: { status: res.status, max_redirects: limits.maxRedirects },
           });

@@ -6,6 +6,7 @@
 import jsonata from "jsonata";
 import { HandlerError, type NodeTypeRef } from "@nodefabric/sdk";
 import { parseTemplate, type Template } from "./url-template.js";
+import { fail } from "./failure-codes.js";
 
 /** The extension that configures `http.request` and the node types it implements. */
 export const HTTP_EXTENSION = "nodefabric.http";
@@ -82,7 +83,7 @@ export interface HttpConfig {
 /** The non-retryable error of a bad `nodefabric.http`, naming the field. */
 export function invalidConfiguration(nodeType: NodeTypeRef, field: string, message: string, details: Record<string, unknown> = {}): HandlerError {
   const path = field ? `${HTTP_EXTENSION}.${field}` : HTTP_EXTENSION;
-  return new HandlerError("invalid_configuration", `${nodeType.node_type_id}@${nodeType.version}: ${path} ${message}`, {
+  return fail("invalid_configuration", `${nodeType.node_type_id}@${nodeType.version}: ${path} ${message}`, {
     retryable: false,
     details: { field: path, ...details },
   });

@@ -25,6 +25,7 @@ import { boundedExchange, checkEgress, type OutboundRequest, type UpstreamAnswer
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type Expression, type HttpConfig } from "./http-config.js";
 import { fillTemplate, fillValue } from "./url-template.js";
 import { runOpenApiOperation } from "./openapi-mode.js";
+import { fail } from "./failure-codes.js";
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /** Headers a caller's inputs may not set: they belong to the connection, not to the request. */
@@ -36,7 +37,7 @@ type NodeTypeOfContext = AtomicContext["nodeType"];
 function egressOf(ctx: AtomicContext): HandlerEgress {
   const egress = (ctx as Partial<Pick<AtomicContext, "egress">>).egress;
   if (!egress || typeof egress.fetch !== "function" || typeof egress.secretFor !== "function") {
-    throw new HandlerError(
+    throw fail(
       "invalid_configuration",
       "this executor gives handlers no ctx.egress (egress checks at connect time, secrets bound to hosts); @nodefabric/handler-http needs a newer @nodefabric/core",
       { retryable: false },
@@ -52,7 +53,7 @@ function nameOf(ref: NodeTypeRef): string {
 }
 
 function invalidInputs(message: string, details: Record<string, unknown> = {}): HandlerError {
-  return new HandlerError("invalid_inputs", message, { retryable: false, details });
+  return fail("invalid_inputs", message, { retryable: false, details });
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -64,7 +65,7 @@ async function evaluate(expression: Expression, data: unknown): Promise<unknown>
     return await expression.evaluate(data);
   } catch (err) {
     const e = err as { message?: string; code?: string };
-    throw new HandlerError("mapping_error", `${expression.field} failed: ${e.message ?? String(err)}${e.code ? ` (JSONata ${e.code})` : ""}`, {
+    throw fail("mapping_error", `${expression.field} failed: ${e.message ?? String(err)}${e.code ? ` (JSONata ${e.code})` : ""}`, {
       retryable: false,
       details: { field: expression.field, expression: expression.source },
     });
@@ -179,7 +180,7 @@ function bodyOf(answer: UpstreamAnswer, name: string): JsonValue {
   try {
     return JSON.parse(text) as JsonValue;
   } catch {
-    throw new HandlerError("upstream_error", `the upstream of ${name} answered ${answer.status} with content-type ${answer.headers["content-type"]}, but its body is not valid JSON`, {
+    throw fail("upstream_error", `the upstream of ${name} answered ${answer.status} with content-type ${answer.headers["content-type"]}, but its body is not valid JSON`, {
       retryable: false,
       details: { status: answer.status },
     });
@@ -197,13 +198,13 @@ function statusError(answer: UpstreamAnswer, name: string): HandlerError {
   if (answer.headers["retry-after"]) details.retry_after = answer.headers["retry-after"];
   const waitMs = retryable ? retryAfterMs(answer.headers["retry-after"]) : undefined;
   if (waitMs !== undefined) details.retry_after_ms = waitMs;
-  return new HandlerError("upstream_error", `the upstream of ${name} answered ${answer.status}`, { retryable, details });
+  return fail("upstream_error", `the upstream of ${name} answered ${answer.status}`, { retryable, details });
 }
 
 /** Runs one execution of `http.request` or of a node type it implements. */
 async function handleHttpRequest(inputs: JsonObject, ctx: AtomicContext): Promise<JsonObject> {
   if (!ctx.nodeType) {
-    throw new HandlerError("invalid_configuration", "this executor gives handlers no ctx.nodeType; @nodefabric/handler-http needs a newer @nodefabric/core", { retryable: false });
+    throw fail("invalid_configuration", "this executor gives handlers no ctx.nodeType; @nodefabric/handler-http needs a newer @nodefabric/core", { retryable: false });
   }
   // A node type made from an OpenAPI operation: its descriptor, not nodefabric.http, says how to call it.
   if (ctx.nodeType.extensions?.[OPENAPI_EXTENSION] !== undefined) return runOpenApiOperation(inputs, ctx, egressOf(ctx));
@@ -211,7 +212,7 @@ async function handleHttpRequest(inputs: JsonObject, ctx: AtomicContext): Promis
   const config = configOf(ctx.nodeType);
   if (!config.baseUrl && !config.allowedHostsConfigured) {
     if (ctx.nodeType.node_type_id === httpRequest.nodeType.node_type_id) {
-      throw new HandlerError(
+      throw fail(
         "egress_denied",
         `${name} was called directly with a URL from its inputs, and its ${HTTP_EXTENSION}.allowed_hosts lists no host: direct calls are refused. ` +
           `Publish a node type implemented by ${nameOf(httpRequest.nodeType)} with ${HTTP_EXTENSION}.base_url, or with ${HTTP_EXTENSION}.allowed_hosts for URLs from its inputs`,
@@ -238,7 +239,7 @@ async function handleHttpRequest(inputs: JsonObject, ctx: AtomicContext): Promis
   if (!config.baseUrl) return { status: answer.status, headers: answer.headers, body };
   if (!isPlainObject(body)) {
     const what = body === null ? "an empty body" : typeof body === "string" ? `${answer.headers["content-type"] ?? "a body without content-type"}` : "JSON that is not an object";
-    throw new HandlerError("upstream_error", `the upstream of ${name} answered ${what}, not a JSON object; map it to the outputs with ${HTTP_EXTENSION}.response`, {
+    throw fail("upstream_error", `the upstream of ${name} answered ${what}, not a JSON object; map it to the outputs with ${HTTP_EXTENSION}.response`, {
       retryable: false,
       details: { status: answer.status, field: `${HTTP_EXTENSION}.response` },
     });

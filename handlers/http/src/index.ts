@@ -6,4 +6,5 @@ import { httpRequest } from "./http-request.js";
 
 export { httpRequest };
 export { compileHttpConfig, hostAllowed, HTTP_EXTENSION, LIMITS, type HttpConfig } from "./http-config.js";
+export { HTTP_FAILURE_CODES } from "./failure-codes.js";
 export default httpRequest;

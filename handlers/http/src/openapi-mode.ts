@@ -21,6 +21,7 @@ import {
 } from "@nodefabric/sdk";
 import { boundedExchange, checkEgress } from "./bounded-exchange.js";
 import { compileHttpConfig, HTTP_EXTENSION, invalidConfiguration, type HttpConfig } from "./http-config.js";
+import { fail } from "./failure-codes.js";
 
 /** The options of `nodefabric.http` a node type with `nodefabric.openapi` may set: the bounds, and a base URL. */
 export const OPENAPI_HTTP_OPTIONS: readonly string[] = ["base_url", "allowed_hosts", "max_response_bytes", "timeout_ms", "follow_redirects", "max_redirects"];
@@ -41,12 +42,20 @@ function nameOf(nodeType: NodeTypeOfContext): string {
   return `${nodeType.node_type_id}@${nodeType.version}`;
 }
 
-/** `configuration_error` from the SDK (a bad descriptor, a missing setting or secret) in http.request's terms. */
+/**
+ * Whether `err` is the SDK's refusal of a descriptor, setting or secret: `invalid_configuration`, or
+ * `configuration_error` from an executor whose SDK predates the one spelling (docs/errors.md, "Former spellings").
+ */
+function isSdkConfigurationError(err: unknown): err is HandlerError {
+  return HandlerError.is(err) && (err.code === "invalid_configuration" || err.code === "configuration_error");
+}
+
+/** The SDK's `invalid_configuration` (a bad descriptor, a missing setting or secret) in http.request's terms. */
 function asInvalidConfiguration(err: HandlerError, nodeType: NodeTypeOfContext): HandlerError {
   const needsSecrets = err.details?.secrets !== undefined || err.details?.setting !== undefined;
   const hint = needsSecrets ? "; settings and secrets are the executor's secrets (FABRIC_SECRET_<NAME>), each bound to the hosts it may be sent to (executor.secret_hosts)" : "";
   const message = err.message.startsWith(nameOf(nodeType)) ? err.message : `${nameOf(nodeType)}: ${err.message}`;
-  return new HandlerError("invalid_configuration", message + hint, { retryable: false, details: { field: OPENAPI_EXTENSION, ...err.details }, cause: err });
+  return fail("invalid_configuration", message + hint, { retryable: false, details: { field: OPENAPI_EXTENSION, ...err.details }, cause: err });
 }
 
 function compile(nodeType: NodeTypeOfContext): OpenApiNodeType {
@@ -64,7 +73,7 @@ function compile(nodeType: NodeTypeOfContext): OpenApiNodeType {
   try {
     op = operationDescriptorOf(nodeType);
   } catch (err) {
-    if (HandlerError.is(err) && err.code === "configuration_error") throw asInvalidConfiguration(err, nodeType);
+    if (isSdkConfigurationError(err)) throw asInvalidConfiguration(err, nodeType);
     throw err;
   }
   const tokenHosts = Object.values(op.security_schemes).flatMap((scheme) => {
@@ -135,7 +144,7 @@ export async function runOpenApiOperation(inputs: JsonObject, ctx: AtomicContext
       },
     });
   } catch (err) {
-    if (HandlerError.is(err) && err.code === "configuration_error") throw asInvalidConfiguration(err, nodeType);
+    if (isSdkConfigurationError(err)) throw asInvalidConfiguration(err, nodeType);
     throw err;
   }
   const answer = await boundedExchange(

@@ -2,7 +2,8 @@
  * `{name}` templates of `nodefabric.http` (path, query values, header values): parsed once per node type, filled from
  * the inputs at each execution. A placeholder names an input, or a nested one with dots (`{location.city}`).
  */
-import { HandlerError } from "@nodefabric/sdk";
+import type { HandlerError } from "@nodefabric/sdk";
+import { fail } from "./failure-codes.js";
 
 /** A parsed template: literal text and placeholders, in order. */
 export interface Template {
@@ -44,7 +45,7 @@ function scalarText(value: unknown): string | undefined {
 }
 
 function invalidInput(field: string, input: string, why: string): HandlerError {
-  return new HandlerError("invalid_inputs", `nodefabric.http.${field} needs input ${input}, which ${why}`, {
+  return fail("invalid_inputs", `nodefabric.http.${field} needs input ${input}, which ${why}`, {
     retryable: false,
     details: { field: `nodefabric.http.${field}`, input },
   });

@@ -17,6 +17,7 @@
 import { defineAtomic, HandlerError, retryAfterMs, upstreamUnavailableError, type AtomicContext, type JsonObject, type JsonValue } from "@nodefabric/sdk";
 import { costOf, loadLlmConfig, priceOf, profileFor, type LlmConfig, type LlmProfile, type StructuredMode } from "./config.js";
 import { describeErrors, dropStrictNulls, parseJsonAnswer, strictSchema, validatorOf } from "./structured.js";
+import { fail } from "./failure-codes.js";
 
 export const LLM_MAX_TOKENS_EXTENSION = "nodefabric.llm.max_tokens";
 /** Output tokens reserved when a call names no `max_output_tokens`. */
@@ -149,16 +150,16 @@ function statusError(status: number, headers: Headers, text: string, profile: Ll
     const ms = Number(headers.get("retry-after-ms"));
     const wait = Number.isFinite(ms) && ms >= 0 && headers.get("retry-after-ms") !== null ? Math.ceil(ms) : retryAfterMs(headers.get("retry-after"));
     if (wait !== undefined) details.retry_after_ms = wait;
-    return new HandlerError("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" answered ${status}${said}`, { retryable: true, details });
+    return fail("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" answered ${status}${said}`, { retryable: true, details });
   }
   if (status === 401 || status === 403) {
-    return new HandlerError("llm_auth_error", `the LLM endpoint of profile "${profile.name}" refused the credentials (${status})${said}; check FABRIC_LLM_API_KEY or the profile's key`, { retryable: false, details });
+    return fail("llm_auth_error", `the LLM endpoint of profile "${profile.name}" refused the credentials (${status})${said}; check FABRIC_LLM_API_KEY or the profile's key`, { retryable: false, details });
   }
   if (status === 400 && mode !== undefined) {
     details.structured_mode = mode;
-    return new HandlerError("llm_schema_rejected", `the LLM endpoint of profile "${profile.name}" refused the request's structured output (${mode})${said}`, { retryable: false, details });
+    return fail("llm_schema_rejected", `the LLM endpoint of profile "${profile.name}" refused the request's structured output (${mode})${said}`, { retryable: false, details });
   }
-  return new HandlerError("llm_bad_request", `the LLM endpoint of profile "${profile.name}" answered ${status}${said}`, { retryable: false, details });
+  return fail("llm_bad_request", `the LLM endpoint of profile "${profile.name}" answered ${status}${said}`, { retryable: false, details });
 }
 
 // ------------------------------------------------------------------ one request
@@ -191,13 +192,13 @@ async function send(ctx: AtomicContext, profile: LlmProfile, body: Record<string
   } catch (err) {
     if (ctx.signal.aborted) throw err;
     if (timeout.aborted) {
-      throw new HandlerError("upstream_timeout", `the LLM endpoint of profile "${profile.name}" did not answer within ${timeoutMs} ms`, { retryable: true, details: { profile: profile.name, timeout_ms: timeoutMs } });
+      throw fail("upstream_timeout", `the LLM endpoint of profile "${profile.name}" did not answer within ${timeoutMs} ms`, { retryable: true, details: { profile: profile.name, timeout_ms: timeoutMs } });
     }
-    throw upstreamUnavailableError(err, new URL(url)) ?? new HandlerError("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" could not be reached: ${(err as Error).message}`, { retryable: true, details: { profile: profile.name } });
+    throw upstreamUnavailableError(err, new URL(url)) ?? fail("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" could not be reached: ${(err as Error).message}`, { retryable: true, details: { profile: profile.name } });
   }
   const text = await readText(res, profile, ctx);
   if (res.status >= 300 && res.status < 400) {
-    throw new HandlerError("llm_bad_request", `the LLM endpoint of profile "${profile.name}" answered a redirect (${res.status}); requests are never redirected, so set base_url to where it points`, {
+    throw fail("llm_bad_request", `the LLM endpoint of profile "${profile.name}" answered a redirect (${res.status}); requests are never redirected, so set base_url to where it points`, {
       retryable: false,
       details: { status: res.status, profile: profile.name },
     });
@@ -206,7 +207,7 @@ async function send(ctx: AtomicContext, profile: LlmProfile, body: Record<string
   try {
     return { ok: true, completion: JSON.parse(text) as Completion };
   } catch {
-    throw new HandlerError("upstream_error", `the LLM endpoint of profile "${profile.name}" answered ${res.status} with a body that is not JSON`, { retryable: true, details: { status: res.status, profile: profile.name } });
+    throw fail("upstream_error", `the LLM endpoint of profile "${profile.name}" answered ${res.status} with a body that is not JSON`, { retryable: true, details: { status: res.status, profile: profile.name } });
   }
 }
 
@@ -214,7 +215,7 @@ async function readText(res: Response, profile: LlmProfile, ctx: AtomicContext):
   const length = Number(res.headers.get("content-length"));
   if (Number.isFinite(length) && length > MAX_ANSWER_BYTES) {
     await res.body?.cancel();
-    throw new HandlerError("upstream_error", `the LLM endpoint of profile "${profile.name}" answered ${length} bytes, more than ${MAX_ANSWER_BYTES}`, { retryable: false, details: { profile: profile.name } });
+    throw fail("upstream_error", `the LLM endpoint of profile "${profile.name}" answered ${length} bytes, more than ${MAX_ANSWER_BYTES}`, { retryable: false, details: { profile: profile.name } });
   }
   try {
     return await res.text();
@@ -256,7 +257,7 @@ function reserve(inputs: ChatInputs, ctx: AtomicContext, config: LlmConfig, mode
   const costLimits = [inputs.budget?.max_cost, ctx.constraints?.budgets?.max_cost].filter((v): v is number => typeof v === "number");
   for (const limit of tokenLimits) {
     if (tokens > limit) {
-      throw new HandlerError("budget_exceeded", `the call reserves ${tokens} tokens (about ${prompt} of prompt and ${maxOut} of output), more than its token budget of ${limit}; it was not sent`, {
+      throw fail("budget_exceeded", `the call reserves ${tokens} tokens (about ${prompt} of prompt and ${maxOut} of output), more than its token budget of ${limit}; it was not sent`, {
         retryable: false,
         details: { budget: LLM_MAX_TOKENS_EXTENSION, limit, reserved: tokens, prompt_tokens_estimate: prompt, max_output_tokens: maxOut },
       });
@@ -264,7 +265,7 @@ function reserve(inputs: ChatInputs, ctx: AtomicContext, config: LlmConfig, mode
   }
   for (const limit of costLimits) {
     if (cost > limit) {
-      throw new HandlerError("budget_exceeded", `the call reserves a cost of ${cost} (model ${model}, ${prompt} prompt and ${maxOut} output tokens), more than its max_cost of ${limit}; it was not sent`, {
+      throw fail("budget_exceeded", `the call reserves a cost of ${cost} (model ${model}, ${prompt} prompt and ${maxOut} output tokens), more than its max_cost of ${limit}; it was not sent`, {
         retryable: false,
         details: { budget: "max_cost", limit, reserved: cost, model },
       });
@@ -277,7 +278,7 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
   const config = configNow();
   const profile = profileFor(config, inputs.profile);
   const model = inputs.model ?? profile.model;
-  if (!model) throw new HandlerError("invalid_configuration", `profile "${profile.name}" names no model: set FABRIC_LLM_MODEL, the profile's model, or the call's model`, { retryable: false });
+  if (!model) throw fail("invalid_configuration", `profile "${profile.name}" names no model: set FABRIC_LLM_MODEL, the profile's model, or the call's model`, { retryable: false });
   const maxOut = inputs.max_output_tokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
   const schema = inputs.response_schema;
   const validate = schema ? validatorOf(schema) : undefined;
@@ -341,7 +342,7 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
     return readCompletion(c, { schema, validate, mode, profile, model, used, cost, name });
   }
   // Unreachable: the last mode either answers or throws.
-  throw new HandlerError("llm_schema_rejected", `the LLM endpoint of profile "${profile.name}" took no structured-output mode`, { retryable: false });
+  throw fail("llm_schema_rejected", `the LLM endpoint of profile "${profile.name}" took no structured-output mode`, { retryable: false });
 }
 
 function readCompletion(
@@ -350,17 +351,17 @@ function readCompletion(
 ): ChatOutputs {
   const choice = c.choices?.[0];
   if (!choice || typeof choice !== "object") {
-    throw new HandlerError("upstream_error", `the LLM endpoint of profile "${o.profile.name}" answered with no choices`, { retryable: true, details: { profile: o.profile.name } });
+    throw fail("upstream_error", `the LLM endpoint of profile "${o.profile.name}" answered with no choices`, { retryable: true, details: { profile: o.profile.name } });
   }
   const message = choice.message ?? {};
   const finish = typeof choice.finish_reason === "string" ? choice.finish_reason : "stop";
   const details = { profile: o.profile.name, model: typeof c.model === "string" ? c.model : o.model, usage: o.used, cost: o.cost, finish_reason: finish };
   if (typeof message.refusal === "string" && message.refusal) {
-    throw new HandlerError("llm_refusal", `the model refused: ${message.refusal.slice(0, 500)}`, { retryable: false, details: { ...details, refusal: message.refusal } });
+    throw fail("llm_refusal", `the model refused: ${message.refusal.slice(0, 500)}`, { retryable: false, details: { ...details, refusal: message.refusal } });
   }
-  if (finish === "content_filter") throw new HandlerError("llm_refusal", "the model's answer was withheld by its content filter", { retryable: false, details });
+  if (finish === "content_filter") throw fail("llm_refusal", "the model's answer was withheld by its content filter", { retryable: false, details });
   if (finish === "length") {
-    throw new HandlerError("llm_output_truncated", `the answer was cut at max_output_tokens (finish_reason "length"); raise max_output_tokens or shorten the task`, { retryable: false, details });
+    throw fail("llm_output_truncated", `the answer was cut at max_output_tokens (finish_reason "length"); raise max_output_tokens or shorten the task`, { retryable: false, details });
   }
   const rawCalls = Array.isArray(message.tool_calls) ? (message.tool_calls as Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }>) : [];
   const tool_calls = rawCalls.map((t, i) => ({
@@ -374,16 +375,16 @@ function readCompletion(
   out.structured_mode = o.mode;
   const text = o.mode === "tool" ? (tool_calls.find((t) => t.name === o.name) ?? tool_calls[0])?.arguments : content;
   if (typeof text !== "string" || text.trim() === "") {
-    throw new HandlerError("llm_invalid_output", "the model gave no answer to parse against response_schema", { retryable: false, details: { ...details, content } });
+    throw fail("llm_invalid_output", "the model gave no answer to parse against response_schema", { retryable: false, details: { ...details, content } });
   }
   const parsed = parseJsonAnswer(text);
   if (!parsed.ok) {
-    throw new HandlerError("llm_invalid_output", `the model's answer is not valid JSON: ${parsed.error}`, { retryable: false, details: { ...details, content: text.slice(0, 20_000), errors: [`not JSON: ${parsed.error}`] } });
+    throw fail("llm_invalid_output", `the model's answer is not valid JSON: ${parsed.error}`, { retryable: false, details: { ...details, content: text.slice(0, 20_000), errors: [`not JSON: ${parsed.error}`] } });
   }
   const value = o.mode === "json_schema" ? dropStrictNulls(parsed.value, o.schema) : parsed.value;
   if (!o.validate(value)) {
     const errors = describeErrors(o.validate.errors);
-    throw new HandlerError("llm_invalid_output", `the model's answer does not match response_schema: ${errors.slice(0, 3).join("; ")}`, { retryable: false, details: { ...details, content: text.slice(0, 20_000), errors } });
+    throw fail("llm_invalid_output", `the model's answer does not match response_schema: ${errors.slice(0, 3).join("; ")}`, { retryable: false, details: { ...details, content: text.slice(0, 20_000), errors } });
   }
   out.parsed = value as JsonValue;
   return out;

@@ -15,7 +15,9 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { HandlerError } from "@nodefabric/sdk";
+import { llmEnvironment } from "./settings.js";
+import type { HandlerError } from "@nodefabric/sdk";
+import { fail } from "./failure-codes.js";
 
 /** Prices in the unit of the run's `max_cost`, per million tokens. */
 export interface ModelPrice {
@@ -69,13 +71,9 @@ interface FileConfig {
 const MODES: StructuredMode[] = ["json_schema", "json_object", "tool"];
 const DEFAULT_TIMEOUT_MS = 120_000;
 
-function env(e: NodeJS.ProcessEnv, name: string): string | undefined {
-  const v = e[`FABRIC_LLM_${name}`] ?? e[`ARP_LLM_${name}`];
-  return v === undefined || v === "" ? undefined : v;
-}
 
 function configError(message: string, details: Record<string, unknown> = {}): HandlerError {
-  return new HandlerError("invalid_configuration", message, { retryable: false, details });
+  return fail("invalid_configuration", message, { retryable: false, details });
 }
 
 function checkBaseUrl(value: unknown, where: string): string {
@@ -110,7 +108,8 @@ function fixturesOf(file: string | undefined, baseDir: string): unknown[] {
 /** Reads the configuration from `e` (and the file it names); cached by the handler per environment snapshot. */
 export function loadLlmConfig(e: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): LlmConfig {
   const profiles = new Map<string, LlmProfile>();
-  const named = e.FABRIC_LLM_CONFIG ?? e.ARP_LLM_CONFIG;
+  const vars = llmEnvironment(e);
+  const named = vars.config;
   // FABRIC_LLM_CONFIG, else ./fabric.llm.json, else the `llm` section of ./fabric.config.json. A file whose top level
   // has an `llm` object (a fabric.config.json) is read for that section.
   const candidates = named ? [path.resolve(cwd, named)] : [path.join(cwd, "fabric.llm.json"), path.join(cwd, "fabric.config.json")];
@@ -147,17 +146,17 @@ export function loadLlmConfig(e: NodeJS.ProcessEnv = process.env, cwd: string = 
     if (p.api_key_secret) profile.api_key_secret = p.api_key_secret;
     profiles.set(name, profile);
   }
-  const baseUrl = env(e, "BASE_URL");
+  const baseUrl = vars.baseUrl;
   if (baseUrl) {
     const profile: LlmProfile = {
       name: "default",
       base_url: checkBaseUrl(baseUrl, e.FABRIC_LLM_BASE_URL ? "FABRIC_LLM_BASE_URL" : "ARP_LLM_BASE_URL"),
-      model: env(e, "MODEL") ?? "",
-      structured_output: (env(e, "STRUCTURED_OUTPUT") as StructuredMode | undefined) ?? "json_schema",
-      timeout_ms: Number(env(e, "TIMEOUT_MS")) > 0 ? Number(env(e, "TIMEOUT_MS")) : DEFAULT_TIMEOUT_MS,
+      model: vars.model ?? "",
+      structured_output: vars.structuredOutput ?? "json_schema",
+      timeout_ms: Number(vars.timeoutMs) > 0 ? Number(vars.timeoutMs) : DEFAULT_TIMEOUT_MS,
     };
     if (!MODES.includes(profile.structured_output)) throw configError(`FABRIC_LLM_STRUCTURED_OUTPUT must be one of ${MODES.join(", ")}`);
-    const key = env(e, "API_KEY");
+    const key = vars.apiKey;
     if (key) profile.api_key = key;
     profiles.set("default", profile);
   }
@@ -170,7 +169,7 @@ export function loadLlmConfig(e: NodeJS.ProcessEnv = process.env, cwd: string = 
       timeout_ms: DEFAULT_TIMEOUT_MS,
       get scripted() {
         // Read on first use: a fabric that never uses the scripted profile never reads its fixtures.
-        const value = { fixtures: fixturesOf(env(e, "FIXTURES"), cwd) };
+        const value = { fixtures: fixturesOf(vars.fixtures, cwd) };
         Object.defineProperty(this, "scripted", { value });
         return value;
       },
@@ -183,7 +182,7 @@ export function loadLlmConfig(e: NodeJS.ProcessEnv = process.env, cwd: string = 
     }
     prices[model] = price;
   }
-  const chosen = env(e, "PROFILE") ?? fileConfig.default_profile ?? (profiles.has("default") ? "default" : undefined);
+  const chosen = vars.profile ?? fileConfig.default_profile ?? (profiles.has("default") ? "default" : undefined);
   return { profiles, default_profile: chosen, prices, source };
 }
 

@@ -10,4 +10,6 @@ export type { ChatInputs, ChatOutputs, ChatMessage, ChatUsage } from "./chat.js"
 export { loadLlmConfig, profileFor, priceOf, costOf, type LlmConfig, type LlmProfile, type ModelPrice, type StructuredMode } from "./config.js";
 export { strictSchema, dropStrictNulls, parseJsonAnswer } from "./structured.js";
 export { llmPlanner, planApproval, stableJson, PLAN_APPROVAL, type PlannerInputs } from "./planner.js";
+export { LLM_FAILURE_CODES } from "./failure-codes.js";
+export { LLM_SETTINGS } from "./settings.js";
 export default [llmChat, llmPlanner, planApproval];

@@ -20,6 +20,7 @@
 import { ChildFailedError, defineAtomic, defineComposite, HandlerError, type CandidateSet, type CompositeContext, type JsonObject, type JsonValue, type NodeTypeRef } from "@nodefabric/sdk";
 import { defaultProfileName, endpointHostOf, estimatePromptTokens, LLM_MAX_TOKENS_EXTENSION, type ChatMessage, type ChatOutputs } from "./chat.js";
 import { describeErrors, validatorOf } from "./structured.js";
+import { fail } from "./failure-codes.js";
 
 type Candidate = CandidateSet["candidates"][number];
 
@@ -74,7 +75,7 @@ function refName(ref: NodeTypeRef): string {
 }
 
 function boundError(message: string, details: Record<string, unknown>): HandlerError {
-  return new HandlerError("planner_bound_exceeded", message, { retryable: false, details });
+  return fail("planner_bound_exceeded", message, { retryable: false, details });
 }
 
 const PLAN_SCHEMA = {
@@ -200,7 +201,7 @@ class Planner {
         // Refused here too, so the reason names the planner's budget: the child would refuse it the same way.
         const reserve = estimatePromptTokens({ messages: conversation, response_schema: schema }) + this.maxOut;
         if (budget.max_tokens !== undefined && reserve > (budget.max_tokens as number)) {
-          throw new HandlerError("budget_exceeded", `the planner's next model call (${purpose}) reserves ${reserve} tokens, and only ${String(budget.max_tokens)} of its token budget ${this.tokenLimit} remain; it was not sent`, {
+          throw fail("budget_exceeded", `the planner's next model call (${purpose}) reserves ${reserve} tokens, and only ${String(budget.max_tokens)} of its token budget ${this.tokenLimit} remain; it was not sent`, {
             retryable: false,
             details: { budget: LLM_MAX_TOKENS_EXTENSION, limit: this.tokenLimit, used: this.usage.total_tokens, reserved: reserve, purpose },
           });
@@ -286,7 +287,7 @@ function repairMessage(errors: string[]): ChatMessage {
 }
 
 function invalidOutput(purpose: string, errors: string[], calls: number): HandlerError {
-  return new HandlerError("planner_invalid_output", `the model's ${purpose} answer was still invalid after ${calls} call${calls === 1 ? "" : "s"}: ${errors.slice(0, 3).join("; ")}`, {
+  return fail("planner_invalid_output", `the model's ${purpose} answer was still invalid after ${calls} call${calls === 1 ? "" : "s"}: ${errors.slice(0, 3).join("; ")}`, {
     retryable: false,
     details: { purpose, errors, calls },
   });
@@ -302,7 +303,7 @@ function user(value: unknown): ChatMessage {
 
 async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise<JsonObject> {
   const goal = inputs.goal ?? inputs.prompt;
-  if (!goal) throw new HandlerError("invalid_inputs", "llm.planner needs a goal (or prompt)", { retryable: false, details: { field: "goal" } });
+  if (!goal) throw fail("invalid_inputs", "llm.planner needs a goal (or prompt)", { retryable: false, details: { field: "goal" } });
   const p = new Planner(inputs, goal, ctx);
   if (inputs.mode === "plan") return runDeclarative(p, inputs, goal, ctx);
   const structural = ctx.constraints?.structural;
@@ -350,7 +351,7 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
       (c) => !NEVER_CANDIDATES.has(c.node_type_ref.node_type_id) && (c.node_type_ref.node_type_id !== PLANNER_ID || p.depth > 0),
     );
     if (usable.length === 0) {
-      throw new HandlerError("no_candidate", `Selection proposed no node type the planner may run for subtask "${s.id}" (${s.goal})`, {
+      throw fail("no_candidate", `Selection proposed no node type the planner may run for subtask "${s.id}" (${s.goal})`, {
         retryable: false,
         details: {
           subtask_id: s.id,
@@ -458,7 +459,7 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
       const result = { status: "fail" as const, reason_code: "planner_evaluation", message: r.reason.slice(0, 500) };
       if (r.action === "abort") {
         if (prev.node_run_id) await ctx.evaluate(prev.node_run_id, result, { type: "abort", message: `the planner aborted: ${r.reason}` });
-        throw new HandlerError("planner_aborted", `the planner aborted after subtask "${s.id}" failed: ${r.reason}`, { retryable: false, details: { subtask_id: s.id } });
+        throw fail("planner_aborted", `the planner aborted after subtask "${s.id}" failed: ${r.reason}`, { retryable: false, details: { subtask_id: s.id } });
       }
       if (r.action === "retry" && prev.node_run_id) {
         // The same node type with the same inputs, as a new child the coordinator records as a retry of the old one.
@@ -502,7 +503,7 @@ async function runPlanner(inputs: PlannerInputs, ctx: CompositeContext): Promise
           results.set(s.id, { ...prev, recovery: "ask_user: accepted" });
         } catch (err) {
           if (!ChildFailedError.is(err)) throw err;
-          throw new HandlerError("approval_rejected", `the user did not accept the failure of subtask "${s.id}": ${err.error.message}`, { retryable: false, details: { subtask_id: s.id } });
+          throw fail("approval_rejected", `the user did not accept the failure of subtask "${s.id}": ${err.error.message}`, { retryable: false, details: { subtask_id: s.id } });
         }
       }
     }
@@ -564,13 +565,13 @@ async function runDeclarative(p: Planner, inputs: PlannerInputs, goal: string, c
   const checkPlan = ctx.checkPlan?.bind(ctx);
   const runPlanFn = ctx.runPlan?.bind(ctx);
   if (!checkPlan || !runPlanFn) {
-    throw new HandlerError("invalid_configuration", "this composite executor cannot run declarative plans (ctx.checkPlan, ctx.runPlan); mode \"plan\" needs a newer @nodefabric/core", { retryable: false });
+    throw fail("invalid_configuration", "this composite executor cannot run declarative plans (ctx.checkPlan, ctx.runPlan); mode \"plan\" needs a newer @nodefabric/core", { retryable: false });
   }
   const allowed = inputs.allowed_node_type_ids;
   const set = await ctx.select({ subtask_id: "plan", goal }, { candidates: { max_candidates_per_subtask: inputs.max_candidates ?? 10, ...(allowed ? { allowed_node_type_ids: allowed } : {}) } });
   const usable = usableCandidates(p, set.candidates);
   if (usable.length === 0) {
-    throw new HandlerError("no_candidate", `Selection proposed no node type the planner may run for "${goal}"`, { retryable: false, details: { candidate_set_id: set.candidate_set_id, refused: set.candidates.map((c) => refName(c.node_type_ref)) } });
+    throw fail("no_candidate", `Selection proposed no node type the planner may run for "${goal}"`, { retryable: false, details: { candidate_set_id: set.candidate_set_id, refused: set.candidates.map((c) => refName(c.node_type_ref)) } });
   }
   const byName = new Map(usable.map((c) => [refName(c.node_type_ref), c]));
   const schema: JsonObject = {

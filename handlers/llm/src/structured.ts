@@ -5,7 +5,7 @@
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { ErrorObject, ValidateFunction } from "ajv";
-import { HandlerError } from "@nodefabric/sdk";
+import { fail } from "./failure-codes.js";
 
 type Schema = Record<string, unknown>;
 
@@ -106,7 +106,7 @@ export function validatorOf(schema: unknown): ValidateFunction {
     try {
       v = ajv.compile(schema as Schema);
     } catch (err) {
-      throw new HandlerError("invalid_inputs", `response_schema is not a valid JSON Schema: ${(err as Error).message}`, { retryable: false, details: { field: "response_schema" } });
+      throw fail("invalid_inputs", `response_schema is not a valid JSON Schema: ${(err as Error).message}`, { retryable: false, details: { field: "response_schema" } });
     }
     if (compiled.size > 500) compiled.clear();
     compiled.set(key, v);

@@ -1,6 +1,6 @@
 /**
- * @nodefabric/handler-mcp: `mcp.call`, the implementation of node types made from MCP servers' tools
- * (`fabric node-types import --from-mcp`), and the importer that makes them.
+ * @nodefabric/handler-mcp: `mcp.call`, the implementation of node types made from MCP servers' tools, and the
+ * definitions the importer (@nodefabric/importer-mcp, `fabric node-types import --from-mcp`) makes them with.
  */
 import { mcpCall } from "./mcp-call.js";
 
@@ -9,6 +9,8 @@ export { compileMcpConfig, MCP_EXTENSION, type McpConfig, type ProtocolMode } fr
 export { callMcpTool, forgetProtocolEras, mapFailure, CLIENT_INFO } from "./tool-call.js";
 export { StdioServerPool, childEnvironment, checkStdioServerConfig, operatorStdioServers, resetOperatorStdioServers, stdioServersFromEnvironment, STDIO_SERVERS_ENV, type StdioServerConfig } from "./stdio-servers.js";
 export { toolDefinitionHash, isRetrySafe, sideEffectClassOf, CONTENT_OUTPUT_SCHEMA, type McpTool } from "./tool-definition.js";
+export { MCP_FAILURE_CODES } from "./failure-codes.js";
+export { MCP_CALL_SETTINGS } from "./settings.js";
 export default mcpCall;
-export { importMcpServer, nodeTypeOfTool, parseHeader, parseSource, prefixFromName, splitCommandLine, McpImportError, MCP_CALL_TEMPLATE, MAX_TOOLS } from "./importer.js";
-export type { ImportHeader, LeftOutTool, McpImport, McpImportOptions, McpSource } from "./importer.js";
+export { TASK_PROTOCOL_VERSION } from "./task-call.js";
+export { isDraft07, toDraft2020 } from "./schema-dialect.js";

@@ -6,15 +6,17 @@
  *
  * Called directly, with no node type of its own naming a server, it is refused.
  */
-import { compiledPerNodeType, defineAtomic, HandlerError, type AtomicContext, type JsonObject } from "@nodefabric/sdk";
+import { compiledPerNodeType, defineAtomic, type AtomicContext, type JsonObject } from "@nodefabric/sdk";
 import { compileMcpConfig, MCP_EXTENSION, type McpConfig } from "./mcp-config.js";
 import { callMcpTool } from "./tool-call.js";
-import { STDIO_SERVERS_ENV, stdioServersFromEnvironment, type StdioServerPool } from "./stdio-servers.js";
+import { stdioServersFromEnvironment, type StdioServerPool } from "./stdio-servers.js";
+import { MCP_CALL_SETTINGS } from "./settings.js";
+import { fail } from "./failure-codes.js";
 
 // The operator's stdio servers are checked when the executor loads this package: a bad FABRIC_MCP_SERVERS file stops
 // the start of an executor that names the package (or leaves a discovered one out, with the reason in its health),
 // rather than failing every call later. The servers themselves start on their first call.
-if (process.env[STDIO_SERVERS_ENV]) stdioServersFromEnvironment();
+if (MCP_CALL_SETTINGS.fromEnv(process.env).servers) stdioServersFromEnvironment();
 
 type NodeTypeOfContext = AtomicContext["nodeType"];
 
@@ -28,7 +30,7 @@ export const configOf = compiledPerNodeType((nodeType: NodeTypeOfContext): McpCo
  */
 export function mcpToolHandler(stdioServers?: StdioServerPool) {
   return async (inputs: JsonObject, ctx: AtomicContext): Promise<JsonObject> => {
-    if (!ctx.nodeType) throw new HandlerError("invalid_configuration", "this executor gives handlers no ctx.nodeType; @nodefabric/handler-mcp needs a newer @nodefabric/core", { retryable: false });
+    if (!ctx.nodeType) throw fail("invalid_configuration", "this executor gives handlers no ctx.nodeType; @nodefabric/handler-mcp needs a newer @nodefabric/core", { retryable: false });
     return callMcpTool(configOf(ctx.nodeType), inputs, ctx, stdioServers);
   };
 }

@@ -9,6 +9,7 @@
  * trusted to run code on the executor's machine.
  */
 import { HandlerError, type NodeTypeRef } from "@nodefabric/sdk";
+import { fail } from "./failure-codes.js";
 
 /** The extension that configures `mcp.call` and the node types it implements. */
 export const MCP_EXTENSION = "nodefabric.mcp";
@@ -67,7 +68,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 /** The non-retryable error of a bad `nodefabric.mcp`, naming the field. */
 export function invalidConfiguration(nodeType: NodeTypeRef, field: string, message: string, details: Record<string, unknown> = {}): HandlerError {
   const path = field ? `${MCP_EXTENSION}.${field}` : MCP_EXTENSION;
-  return new HandlerError("invalid_configuration", `${nodeType.node_type_id}@${nodeType.version}: ${path} ${message}`, {
+  return fail("invalid_configuration", `${nodeType.node_type_id}@${nodeType.version}: ${path} ${message}`, {
     retryable: false,
     details: { field: path, ...details },
   });
@@ -89,7 +90,7 @@ export function compileMcpConfig(nodeType: NodeTypeRef, raw: unknown): McpConfig
   if (!isPlainObject(raw)) throw invalidConfiguration(nodeType, "", "must be an object");
   const spawn = SPAWN_KEYS.find((k) => k in raw);
   if (spawn) {
-    throw new HandlerError(
+    throw fail(
       "stdio_not_allowed",
       `${nodeType.node_type_id}@${nodeType.version}: ${MCP_EXTENSION}.${spawn} is refused: a node type can never make the executor start a process. ` +
         `A stdio MCP server is named by the executor's operator (FABRIC_MCP_SERVERS) or an installed handler package, and a node type refers to it with "server": "<name>"`,

@@ -13,9 +13,10 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { HandlerError } from "@nodefabric/sdk";
 import type { Client } from "@modelcontextprotocol/client";
 import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { fail } from "./failure-codes.js";
+import { MCP_CALL_SETTINGS, STDIO_SERVERS_ENV } from "./settings.js";
 
 /** How a stdio server is started. */
 export interface StdioServerConfig {
@@ -29,8 +30,8 @@ export interface StdioServerConfig {
   cwd?: string;
 }
 
-/** The environment variable naming the operator's JSON file of stdio servers. */
-export const STDIO_SERVERS_ENV = "FABRIC_MCP_SERVERS";
+/** The environment variable naming the operator's JSON file of stdio servers (MCP_CALL_SETTINGS). */
+export { STDIO_SERVERS_ENV } from "./settings.js";
 
 /** Shortest pause before starting a server that died again within a second of its last start. */
 const RESTART_PAUSE_MS = 250;
@@ -110,7 +111,7 @@ export class StdioServerPool {
   async client(name: string, connect: (transport: StdioClientTransport) => Promise<Client>): Promise<Client> {
     const entry = this.entries.get(name);
     if (!entry) {
-      throw new HandlerError("invalid_configuration", `no stdio MCP server named ${JSON.stringify(name)} is configured on this executor (${STDIO_SERVERS_ENV})`, {
+      throw fail("invalid_configuration", `no stdio MCP server named ${JSON.stringify(name)} is configured on this executor (${STDIO_SERVERS_ENV})`, {
         retryable: false,
         details: { server: name },
       });
@@ -189,7 +190,7 @@ function installExitHook(): void {
 
 /** Reads the operator's servers from `FABRIC_MCP_SERVERS` (a JSON file); an unreadable or bad file throws, naming it. */
 export function stdioServersFromEnvironment(env: NodeJS.ProcessEnv = process.env): Record<string, StdioServerConfig> {
-  const file = env[STDIO_SERVERS_ENV];
+  const file = MCP_CALL_SETTINGS.fromEnv(env).servers;
   if (!file) return {};
   let parsed: unknown;
   try {
@@ -212,7 +213,7 @@ export function operatorStdioServers(): StdioServerPool {
     try {
       operatorPool = new StdioServerPool(stdioServersFromEnvironment());
     } catch (err) {
-      throw new HandlerError("invalid_configuration", (err as Error).message, { retryable: false });
+      throw fail("invalid_configuration", (err as Error).message, { retryable: false });
     }
   }
   return operatorPool;

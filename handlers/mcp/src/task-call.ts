@@ -7,8 +7,9 @@
  * later execution of the NodeRun (after a crash of the executor, or a retry) resumes polling that task instead of
  * calling the tool again. A canceled run sends `tasks/cancel` (a final egress request).
  */
-import { HandlerError, type AtomicContext, type HandlerEgress } from "@nodefabric/sdk";
+import type { AtomicContext, HandlerEgress } from "@nodefabric/sdk";
 import type { CallToolResult } from "@modelcontextprotocol/client";
+import { fail } from "./failure-codes.js";
 
 export const TASK_PROTOCOL_VERSION = "2025-11-25";
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
@@ -75,23 +76,23 @@ function rpcOver(url: string, headers: Record<string, string>, egress: HandlerEg
     sessionId ??= res.headers.get("mcp-session-id") ?? undefined;
     const text = await res.text();
     if (res.status === 401 || res.status === 403) {
-      throw new HandlerError("upstream_unauthorized", `${where} refused the credentials (HTTP ${res.status})`, { retryable: false, details: { status: res.status, phase: method } });
+      throw fail("upstream_unauthorized", `${where} refused the credentials (HTTP ${res.status})`, { retryable: false, details: { status: res.status, phase: method } });
     }
     if (res.status === 404 && method !== "initialize") {
-      throw new HandlerError("upstream_unavailable", `${where} no longer knows the session of task ${method}`, { retryable: false, details: { status: 404, phase: method } });
+      throw fail("upstream_unavailable", `${where} no longer knows the session of task ${method}`, { retryable: false, details: { status: 404, phase: method } });
     }
     if (res.status >= 500 || res.status === 429) {
-      throw new HandlerError("upstream_unavailable", `${where} answered HTTP ${res.status} to ${method}`, { retryable: true, details: { status: res.status, phase: method } });
+      throw fail("upstream_unavailable", `${where} answered HTTP ${res.status} to ${method}`, { retryable: true, details: { status: res.status, phase: method } });
     }
     let answer;
     try {
       answer = answerIn(text, res.headers.get("content-type") ?? "", id);
     } catch (err) {
-      throw new HandlerError("upstream_protocol_error", `${where} answered ${method} with something that is not JSON-RPC: ${(err as Error).message}`, { retryable: false, details: { phase: method } });
+      throw fail("upstream_protocol_error", `${where} answered ${method} with something that is not JSON-RPC: ${(err as Error).message}`, { retryable: false, details: { phase: method } });
     }
-    if (!answer) throw new HandlerError("upstream_protocol_error", `${where} answered ${method} (HTTP ${res.status}) without a JSON-RPC response`, { retryable: false, details: { status: res.status, phase: method } });
+    if (!answer) throw fail("upstream_protocol_error", `${where} answered ${method} (HTTP ${res.status}) without a JSON-RPC response`, { retryable: false, details: { status: res.status, phase: method } });
     if (answer.error) {
-      throw new HandlerError("upstream_protocol_error", `${where} answered ${method} with a JSON-RPC error ${answer.error.code}: ${answer.error.message}`, {
+      throw fail("upstream_protocol_error", `${where} answered ${method} with a JSON-RPC error ${answer.error.code}: ${answer.error.message}`, {
         retryable: false,
         details: { mcp_code: answer.error.code, phase: method },
       });
@@ -133,7 +134,7 @@ export async function callToolAsTask(o: TaskCallOptions): Promise<CallToolResult
     const created = await rpc("tools/call", { name: o.tool, arguments: o.inputs, task: { ttl: Math.max(60_000, ctx.deadline - Date.now()) } });
     const task = created.task as { taskId?: unknown; pollInterval?: unknown } | undefined;
     if (!task || typeof task.taskId !== "string") {
-      throw new HandlerError("upstream_protocol_error", `${o.where} answered a task-augmented tools/call without a task`, { retryable: false, details: { phase: "tools/call" } });
+      throw fail("upstream_protocol_error", `${o.where} answered a task-augmented tools/call without a task`, { retryable: false, details: { phase: "tools/call" } });
     }
     taskId = task.taskId;
     if (typeof task.pollInterval === "number") pollMs = task.pollInterval;
@@ -154,7 +155,7 @@ export async function callToolAsTask(o: TaskCallOptions): Promise<CallToolResult
       if (typeof status.pollInterval === "number") pollMs = status.pollInterval;
       if (TERMINAL.has(state)) break;
       if (state === "input_required") {
-        throw new HandlerError("tool_error", `${o.where}: the MCP task ${taskId} of ${o.tool} asks for input, which a NodeRun cannot give`, { retryable: false, details: { task_id: taskId, status: state } });
+        throw fail("tool_error", `${o.where}: the MCP task ${taskId} of ${o.tool} asks for input, which a NodeRun cannot give`, { retryable: false, details: { task_id: taskId, status: state } });
       }
       if (typeof status.statusMessage === "string" && status.statusMessage !== lastMessage && typeof ctx.reportProgress === "function") {
         lastMessage = status.statusMessage;

@@ -17,6 +17,7 @@ import { TENANT_PLACEHOLDER, type McpConfig, type ProtocolMode } from "./mcp-con
 import { operatorStdioServers, type StdioServerPool } from "./stdio-servers.js";
 import { toolDefinitionHash, type McpTool } from "./tool-definition.js";
 import { callToolAsTask, savedTask } from "./task-call.js";
+import { fail } from "./failure-codes.js";
 
 /** How long a server's protocol era is remembered. */
 const ERA_TTL_MS = 5 * 60_000;
@@ -53,7 +54,7 @@ function remainingMs(ctx: AtomicContext): number {
 function egressOf(ctx: AtomicContext): HandlerEgress {
   const egress = (ctx as Partial<Pick<AtomicContext, "egress">>).egress;
   if (!egress || typeof egress.fetch !== "function" || typeof egress.secretFor !== "function") {
-    throw new HandlerError("invalid_configuration", "this executor gives handlers no ctx.egress; @nodefabric/handler-mcp needs a newer @nodefabric/core", { retryable: false });
+    throw fail("invalid_configuration", "this executor gives handlers no ctx.egress; @nodefabric/handler-mcp needs a newer @nodefabric/core", { retryable: false });
   }
   return egress;
 }
@@ -72,12 +73,12 @@ async function headersFor(config: McpConfig, url: URL, ctx: AtomicContext, egres
     }
     if (value === undefined) {
       if (name !== template) {
-        throw new HandlerError("upstream_unauthorized", `${nameOf(ctx)}: tenant ${ctx.tenant_id} has no credentials for this MCP server: nodefabric.mcp.${field} names the secret ${template}, and this executor has no ${name} (FABRIC_SECRET_${name})`, {
+        throw fail("upstream_unauthorized", `${nameOf(ctx)}: tenant ${ctx.tenant_id} has no credentials for this MCP server: nodefabric.mcp.${field} names the secret ${template}, and this executor has no ${name} (FABRIC_SECRET_${name})`, {
           retryable: false,
           details: { field: `nodefabric.mcp.${field}`, secret: name, tenant_id: ctx.tenant_id },
         });
       }
-      throw new HandlerError("invalid_configuration", `${nameOf(ctx)}: nodefabric.mcp.${field} names the secret ${name}, which this executor does not have (FABRIC_SECRET_${name})`, {
+      throw fail("invalid_configuration", `${nameOf(ctx)}: nodefabric.mcp.${field} names the secret ${name}, which this executor does not have (FABRIC_SECRET_${name})`, {
         retryable: false,
         details: { field: `nodefabric.mcp.${field}`, secret: name },
       });
@@ -109,13 +110,13 @@ function secretNameFor(template: string, field: string, ctx: AtomicContext): str
   if (!template.includes(TENANT_PLACEHOLDER)) return template;
   const tenant = ctx.tenant_id;
   if (typeof tenant !== "string" || tenant === "") {
-    throw new HandlerError("upstream_unauthorized", `${nameOf(ctx)}: nodefabric.mcp.${field} names a secret per tenant (${template}), and this run has no tenant`, {
+    throw fail("upstream_unauthorized", `${nameOf(ctx)}: nodefabric.mcp.${field} names a secret per tenant (${template}), and this run has no tenant`, {
       retryable: false,
       details: { field: `nodefabric.mcp.${field}`, secret: template },
     });
   }
   if (!/^[A-Za-z0-9_]{1,64}$/.test(tenant)) {
-    throw new HandlerError("upstream_unauthorized", `${nameOf(ctx)}: nodefabric.mcp.${field} names a secret per tenant (${template}), and the tenant id ${JSON.stringify(tenant.slice(0, 80))} cannot be part of a secret's name (letters, digits and _, at most 64)`, {
+    throw fail("upstream_unauthorized", `${nameOf(ctx)}: nodefabric.mcp.${field} names a secret per tenant (${template}), and the tenant id ${JSON.stringify(tenant.slice(0, 80))} cannot be part of a secret's name (letters, digits and _, at most 64)`, {
       retryable: false,
       details: { field: `nodefabric.mcp.${field}`, secret: template, tenant_id: tenant },
     });
@@ -151,14 +152,14 @@ export function mapFailure(err: unknown, phase: Phase, config: McpConfig, ctx: A
   const network = networkFailureOf(err);
   if (network) {
     const nothingSent = network.reason === "connection_refused" || network.reason === "dns_failure";
-    return new HandlerError("upstream_unavailable", `${where} is unreachable (${network.reason}: ${network.message})`, {
+    return fail("upstream_unavailable", `${where} is unreachable (${network.reason}: ${network.message})`, {
       retryable: nothingSent || mayRetry,
       details: { reason: network.reason, code: network.code, phase },
       cause: err,
     });
   }
   if (err instanceof ProtocolError) {
-    return new HandlerError("upstream_protocol_error", `${where} answered ${phase === "call" ? "tools/call" : phase === "list" ? "tools/list" : "the handshake"} with a JSON-RPC error ${err.code}: ${err.message}`, {
+    return fail("upstream_protocol_error", `${where} answered ${phase === "call" ? "tools/call" : phase === "list" ? "tools/list" : "the handshake"} with a JSON-RPC error ${err.code}: ${err.message}`, {
       retryable: false,
       details: { mcp_code: err.code, ...(err.data === undefined ? {} : { mcp_data: err.data as unknown }), phase },
     });
@@ -167,31 +168,31 @@ export function mapFailure(err: unknown, phase: Phase, config: McpConfig, ctx: A
     const data = err.data as { status?: number } | undefined;
     switch (err.code) {
       case SdkErrorCode.RequestTimeout:
-        return new HandlerError("upstream_unavailable", `${where} did not answer ${phase === "call" ? `tools/call ${config.tool}` : phase} within the node type's time-out`, {
+        return fail("upstream_unavailable", `${where} did not answer ${phase === "call" ? `tools/call ${config.tool}` : phase} within the node type's time-out`, {
           retryable: mayRetry,
           details: { reason: "timeout", phase },
         });
       case SdkErrorCode.ConnectionClosed:
       case SdkErrorCode.SendFailed:
       case SdkErrorCode.NotConnected:
-        return new HandlerError("upstream_unavailable", `${where} closed the connection (${err.message})`, { retryable: mayRetry, details: { reason: "connection_reset", phase } });
+        return fail("upstream_unavailable", `${where} closed the connection (${err.message})`, { retryable: mayRetry, details: { reason: "connection_reset", phase } });
       case SdkErrorCode.ClientHttpAuthentication:
       case SdkErrorCode.ClientHttpForbidden:
-        return new HandlerError("upstream_unauthorized", `${where} refused the credentials of ${nameOf(ctx)} (HTTP ${data?.status ?? "401/403"}): check its secrets`, {
+        return fail("upstream_unauthorized", `${where} refused the credentials of ${nameOf(ctx)} (HTTP ${data?.status ?? "401/403"}): check its secrets`, {
           retryable: false,
           details: { status: data?.status, phase },
         });
       default: {
         const status = typeof data?.status === "number" ? data.status : undefined;
         if (status !== undefined && (status >= 500 || status === 429)) {
-          return new HandlerError("upstream_unavailable", `${where} answered HTTP ${status}`, { retryable: mayRetry, details: { status, phase } });
+          return fail("upstream_unavailable", `${where} answered HTTP ${status}`, { retryable: mayRetry, details: { status, phase } });
         }
-        return new HandlerError("upstream_protocol_error", `${where}: ${err.message}`, { retryable: false, details: { sdk_code: err.code, ...(status ? { status } : {}), phase } });
+        return fail("upstream_protocol_error", `${where}: ${err.message}`, { retryable: false, details: { sdk_code: err.code, ...(status ? { status } : {}), phase } });
       }
     }
   }
   if (err instanceof Error && (err.name === "ZodError" || /invalid|parse|unexpected/i.test(err.message))) {
-    return new HandlerError("upstream_protocol_error", `${where} answered something that is not MCP: ${err.message}`, { retryable: false, details: { phase } });
+    return fail("upstream_protocol_error", `${where} answered something that is not MCP: ${err.message}`, { retryable: false, details: { phase } });
   }
   return err;
 }
@@ -282,14 +283,14 @@ async function checkPin(client: Client, config: McpConfig, ctx: AtomicContext): 
   }
   const tool = tools.find((t) => t.name === config.tool);
   if (!tool) {
-    throw new HandlerError("tool_definition_changed", `${nameOf(ctx)}: the MCP server no longer offers the tool ${config.tool}; import the server again to review what it offers now`, {
+    throw fail("tool_definition_changed", `${nameOf(ctx)}: the MCP server no longer offers the tool ${config.tool}; import the server again to review what it offers now`, {
       retryable: false,
       details: { tool: config.tool, expected: config.toolHash, actual: null },
     });
   }
   const actual = toolDefinitionHash(tool);
   if (actual !== config.toolHash) {
-    throw new HandlerError(
+    throw fail(
       "tool_definition_changed",
       `${nameOf(ctx)}: the MCP tool ${config.tool} changed on the server since this node type was made from it (its definition hash is ${actual}, not ${config.toolHash}); ` +
         "it is not called. Import the server again to publish a new version after reviewing the change",
@@ -371,7 +372,7 @@ function outputsOf(result: CallToolResult, config: McpConfig, ctx: AtomicContext
   {
     if (result.isError) {
       const text = textOf(result);
-      throw new HandlerError("tool_error", `${nameOf(ctx)}: the MCP tool ${config.tool} reported an error${text ? `: ${text}` : ""}`, {
+      throw fail("tool_error", `${nameOf(ctx)}: the MCP tool ${config.tool} reported an error${text ? `: ${text}` : ""}`, {
         retryable: false,
         details: { tool: config.tool, content: result.content as unknown, ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent as unknown }) },
       });
@@ -379,7 +380,7 @@ function outputsOf(result: CallToolResult, config: McpConfig, ctx: AtomicContext
     if (config.output === "structured") {
       const sc = result.structuredContent;
       if (typeof sc !== "object" || sc === null || Array.isArray(sc)) {
-        throw new HandlerError("upstream_protocol_error", `${nameOf(ctx)}: the MCP tool ${config.tool} declares an outputSchema but answered without a structuredContent object`, {
+        throw fail("upstream_protocol_error", `${nameOf(ctx)}: the MCP tool ${config.tool} declares an outputSchema but answered without a structuredContent object`, {
           retryable: false,
           details: { tool: config.tool, content: result.content as unknown },
         });

@@ -8,6 +8,7 @@
  */
 import { fetch as undiciFetch, request as undiciRequest, type Dispatcher, type RequestInit as UndiciRequestInit } from "undici";
 import { HandlerError } from "../handler-error.js";
+import { fail } from "../failure-codes.js";
 import { upstreamTimeoutError, upstreamUnavailableError } from "../network-failure.js";
 import type { HandlerEgress, HandlerSecrets, UpstreamRequestOptions, UpstreamResponse } from "../types.js";
 import { PACKAGE_VERSION } from "../version.js";
@@ -143,7 +144,7 @@ function egressDenial(err: unknown): EgressDenial | undefined {
 }
 
 function deniedError(denied: EgressDenial, target: string): HandlerError {
-  return new HandlerError("egress_denied", `refused to connect to ${target}: ${denied.message}; ${denied.remedy}`, {
+  return fail("egress_denied", `refused to connect to ${target}: ${denied.message}; ${denied.remedy}`, {
     retryable: false,
     details: {
       host: denied.host,
@@ -197,7 +198,7 @@ export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, disp
       const value = secrets.get(name);
       if (value === undefined) return undefined;
       const refusal = bindings.refusal(name, url);
-      if (refusal) throw new HandlerError("egress_denied", refusal.message, { retryable: false, details: { reason: refusal.reason, secret: name, host: url.host } });
+      if (refusal) throw fail("egress_denied", refusal.message, { retryable: false, details: { reason: refusal.reason, secret: name, host: url.host } });
       return value;
     },
   };

@@ -13,7 +13,7 @@
  */
 import type { NodeType } from "@nodefabric/schemas";
 import type { HttpOperationDescriptor, OperationSecurityScheme } from "@nodefabric/sdk";
-import { mapOpenApi, sampleFor, type MappedOperation, type OpenApiDocument, type OpenApiMapping, type SchemaObject } from "@nodefabric/core/openapi";
+import { mapOpenApi, sampleFor, type MappedOperation, type OpenApiDocument, type OpenApiMapping, type SchemaObject } from "@nodefabric/importer-openapi";
 import { ScaffoldError } from "./errors.js";
 import { renderTemplateFolder, type GeneratedFile } from "./template-files.js";
 
@@ -543,7 +543,7 @@ ${
     if (!first) return;
     const result = await runHandler(operations.get(first.node_type_id), first.inputs, { secrets: first.secrets });
 
-    expect(result.error).toMatchObject({ code: "configuration_error", retryable: false });
+    expect(result.error).toMatchObject({ code: "invalid_configuration", retryable: false });
   });
 `
     : ""

@@ -14,6 +14,7 @@ import type { CoordinatorClient } from "../../clients/coordinator-client.js";
 import { ChildFailedError } from "@nodefabric/sdk";
 import { HandlerError } from "@nodefabric/sdk";
 import type { CallOptions, ChildRun, JsonObject } from "@nodefabric/sdk";
+import { fail } from "../../http/failure-codes.js";
 
 /** How a child ended, as its `node_run_completed` event says. */
 export interface ChildEnd {
@@ -138,7 +139,7 @@ export function isRetryable(err: unknown): boolean {
 export function asHandlerError(err: unknown): HandlerError {
   if (HandlerError.is(err)) return err;
   if (FabricError.is(err)) return new HandlerError(err.code, err.message, { details: err.details, retryable: err.retryable });
-  return new HandlerError("handler_error", err instanceof Error ? err.message : String(err));
+  return fail("handler_error", err instanceof Error ? err.message : String(err));
 }
 
 /** Waits `ms`, or less when the signal fires. */
@@ -197,15 +198,15 @@ export class ChildCalls {
     const childRef = isPlainObject(ref) ? { node_type_id: String(ref.node_type_id), version: String(ref.version) } : (ref as NodeTypeRef);
     const run = new Call(childRef);
     if (!isPlainObject(ref) || typeof ref.node_type_id !== "string" || typeof ref.version !== "string") {
-      run.reject(new HandlerError("invalid_request", "ctx.call needs a node type ref { node_type_id, version }"));
+      run.reject(fail("invalid_request", "ctx.call needs a node type ref { node_type_id, version }"));
       return run;
     }
     if (!isPlainObject(inputs)) {
-      run.reject(new HandlerError("invalid_request", `the inputs of a call to ${ref.node_type_id} must be a JSON object`));
+      run.reject(fail("invalid_request", `the inputs of a call to ${ref.node_type_id} must be a JSON object`));
       return run;
     }
     if (this.failure || this.o.signal.aborted) {
-      run.reject(this.failure ?? new HandlerError("canceled", "the composite was canceled"));
+      run.reject(this.failure ?? fail("canceled", "the composite was canceled"));
       return run;
     }
     const spec: NodeRunCreateSpec = { ...(extra.base ?? {}), node_type_ref: childRef, inputs, idempotency_key: `${this.o.parentId}:${index}` };
@@ -221,7 +222,7 @@ export class ChildCalls {
     try {
       bytes = JSON.stringify(spec).length;
     } catch (err) {
-      run.reject(new HandlerError("invalid_request", `the inputs of a call to ${ref.node_type_id} are not JSON: ${(err as Error).message}`));
+      run.reject(fail("invalid_request", `the inputs of a call to ${ref.node_type_id} are not JSON: ${(err as Error).message}`));
       return run;
     }
     run.spec = spec;
@@ -325,7 +326,7 @@ export class ChildCalls {
       const p = items[k];
       const nr = created[k];
       if (!nr) {
-        p.reject(new HandlerError("upstream_error", "the coordinator answered fewer node runs than it was asked for"));
+        p.reject(fail("upstream_error", "the coordinator answered fewer node runs than it was asked for"));
         continue;
       }
       const id = nr.node_run_id;

@@ -34,6 +34,7 @@ import { ChildCalls, asHandlerError, isRetryable, pause, type ChildRequest } fro
 import type { CompositeTarget } from "./composite-targets.js";
 import { PLAN_POINTER, PlanEvaluationError, PlanInvalidError, runPlan, validatePlan } from "./plan/index.js";
 import { ATTR, inSpan } from "../../observe/tracing.js";
+import { fail } from "../../http/failure-codes.js";
 
 export interface CompositeDriverOptions {
   begin: CompositeBeginRequest;
@@ -159,7 +160,7 @@ export class CompositeDriver {
   stop(reason: "canceled" | "ended" | "shutdown"): void {
     if (this.phase === "done") return;
     this.phase = "done";
-    const err = new HandlerError("canceled", reason === "shutdown" ? "the composite executor is shutting down" : "the composite was canceled");
+    const err = fail("canceled", reason === "shutdown" ? "the composite executor is shutting down" : "the composite was canceled");
     this.cancelController.abort(err);
     this.calls.failAll(err);
     this.streamController.abort();
@@ -313,7 +314,7 @@ export class CompositeDriver {
 
   private async select(subtask: SubtaskSpec, constraints?: ConstraintEnvelope): Promise<CandidateSet> {
     const selection = this.o.selection;
-    if (!selection) throw new HandlerError("upstream_error", "this composite executor has no Selection service configured (selectionUrl)");
+    if (!selection) throw fail("upstream_error", "this composite executor has no Selection service configured (selectionUrl)");
     const request: CandidateSetRequest = { subtask_spec: subtask };
     // The composite's own limits (allow and deny lists, side-effect cap) bound what Selection may propose.
     const merged = constraints ? mergeConstraints(this.o.begin.constraints, constraints) : this.o.begin.constraints;
@@ -352,7 +353,7 @@ export class CompositeDriver {
         ),
       );
     } catch (err) {
-      throw new HandlerError("pdp_unavailable", `the PDP could not decide the candidates of subtask ${set.subtask_id ?? ""}: ${(err as Error).message}`, { retryable: true });
+      throw fail("pdp_unavailable", `the PDP could not decide the candidates of subtask ${set.subtask_id ?? ""}: ${(err as Error).message}`, { retryable: true });
     }
     const refused: JsonObject[] = [];
     const candidates = set.candidates.filter((c, i) => {
@@ -373,7 +374,7 @@ export class CompositeDriver {
     try {
       const nr = await this.o.client.getNodeRun(nodeRunId, this.token);
       if (nr.parent_node_run_id !== this.nodeRunId) {
-        throw new HandlerError("invalid_request", `node run ${nodeRunId} is not a child of this composite`, { details: { node_run_id: nodeRunId } });
+        throw fail("invalid_request", `node run ${nodeRunId} is not a child of this composite`, { details: { node_run_id: nodeRunId } });
       }
       const inputs = (nr.inputs ?? {}) as JsonObject;
       return { node_type_ref: nr.node_type_ref, inputs, spec: { node_type_ref: nr.node_type_ref, inputs } };
@@ -400,12 +401,12 @@ export class CompositeDriver {
       }
       case "remap": {
         const target = action.target_node_type_ref;
-        if (!target) throw new HandlerError("invalid_request", "a remap recovery action needs target_node_type_ref");
+        if (!target) throw fail("invalid_request", "a remap recovery action needs target_node_type_ref");
         const req = await this.childRequest(child);
         return this.calls.spawn(target, req.inputs, {}, { index, extensions: { "nodefabric.remap_of": child } }).result;
       }
       case "abort":
-        throw new HandlerError("child_failed", action.message ?? `the composite aborted after evaluating child ${child}`, {
+        throw fail("child_failed", action.message ?? `the composite aborted after evaluating child ${child}`, {
           details: { node_run_id: child, recovery: "abort", evaluation_result: result },
         });
       default:
