@@ -24,6 +24,7 @@ const UNIT = [
   "handlers/*/test/**/*.test.ts",
   "plugins/*/test/**/*.test.ts",
   "templates/*/test/**/*.test.ts",
+  "importers/*/test/**/*.test.ts",
 ];
 const E2E = ["test/e2e/**/*.test.ts"];
 
@@ -70,11 +71,13 @@ export default defineConfig({
       { find: /^@nodefabric\/sdk$/, replacement: here("./sdk/src/index.ts") },
       { find: /^@nodefabric\/sdk\/testing$/, replacement: here("./sdk/src/testing/index.ts") },
       { find: /^@nodefabric\/sdk\/runtime$/, replacement: here("./sdk/src/runtime/index.ts") },
+      { find: /^@nodefabric\/sdk\/samples$/, replacement: here("./sdk/src/samples/index.ts") },
       { find: /^@nodefabric\/core\/sdk$/, replacement: here("./core/src/sdk/index.ts") },
       { find: /^@nodefabric\/core\/testing$/, replacement: here("./core/src/testing/index.ts") },
-      { find: /^@nodefabric\/core\/openapi$/, replacement: here("./core/src/openapi/index.ts") },
       { find: /^@nodefabric\/core$/, replacement: here("./core/src/index.ts") },
-      { find: /^@nodefabric\/handler-mcp\/importer$/, replacement: here("./handlers/mcp/src/importer.ts") },
+      { find: /^@nodefabric\/handler-mcp$/, replacement: here("./handlers/mcp/src/index.ts") },
+      { find: /^@nodefabric\/importer-openapi$/, replacement: here("./importers/openapi/src/index.ts") },
+      { find: /^@nodefabric\/importer-mcp$/, replacement: here("./importers/mcp/src/index.ts") },
     ],
   },
   test: {

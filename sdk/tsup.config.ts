@@ -4,6 +4,7 @@ const entry = {
   index: "src/index.ts",
   "testing/index": "src/testing/index.ts",
   "runtime/index": "src/runtime/index.ts",
+  "samples/index": "src/samples/index.ts",
 };
 
 export default defineConfig({
@@ -14,7 +15,7 @@ export default defineConfig({
   dts: { entry },
   sourcemap: true,
   clean: true,
-  // Shared chunks: the three entry points hold one copy of each module (one HandlerError class, one global-dispatcher state).
+  // Shared chunks: the entry points hold one copy of each module (one HandlerError class, one global-dispatcher state).
   splitting: true,
   shims: false,
 });

@@ -5,7 +5,7 @@
  * `buildOperationRequest` builds a request from them. test/e2e/openapi-samples-property.test.ts checks every document.
  */
 import { describe, expect, it } from "vitest";
-import { mapOpenApi, type OpenApiDocument } from "@nodefabric/core/openapi";
+import { mapOpenApi, type OpenApiDocument } from "@nodefabric/importer-openapi";
 import { checkDocument, checkMapping, corpus, UNSATISFIABLE } from "./openapi-samples-property.js";
 
 const REPRESENTATIVE = [

@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadOpenApi, mapOpenApi, type MappedOperation, type OpenApiMapping } from "@nodefabric/core/openapi";
+import { loadOpenApi, mapOpenApi, type MappedOperation, type OpenApiMapping } from "@nodefabric/importer-openapi";
 import { buildOperationRequest, HandlerError, type HttpOperationDescriptor, type JsonObject } from "@nodefabric/sdk";
 import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { sampleInputsOf } from "../templates/create-fabric-handler/src/openapi-package.js";

@@ -131,3 +131,24 @@ describe("the SDK is a floor below core", () => {
     expect(byPath).toEqual([]);
   });
 });
+
+// The importers (importers/*: @nodefabric/importer-openapi, @nodefabric/importer-mcp) are packages of their own that
+// the `fabric` command loads only when asked (core/src/importers/load-importer.ts): core names none of them, nor what
+// only they need, so a fabric's install carries none of it. docs/architecture.md, "Layout".
+describe("the importers are not part of core", () => {
+  const ONLY_FOR_IMPORTS = /^(@nodefabric\/importer-|@nodefabric\/handler-|@apidevtools\/swagger-parser|swagger2openapi|@modelcontextprotocol\/)/;
+  const staticSpecifiers = (file: string) =>
+    [...readFileSync(file, "utf8").matchAll(/(?:^|[\n;])\s*(?:import|export)\s+(?:type\s+)?(?:[\w*{}\s,$]*?\s+from\s+)?["']([^"']+)["']/g), ...readFileSync(file, "utf8").matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]!);
+
+  it("core/src imports no importer, no handler package and none of their parsers or clients", () => {
+    const bad = [...graph.keys()].flatMap((f) => staticSpecifiers(path.join(SRC, f)).filter((spec) => ONLY_FOR_IMPORTS.test(spec)).map((spec) => `${f} -> ${spec}`));
+    expect(bad).toEqual([]);
+  });
+
+  it("core's package.json depends on no importer, and on none of what only an import needs", () => {
+    const manifest = JSON.parse(readFileSync(fileURLToPath(new URL("../package.json", import.meta.url)), "utf8")) as Record<string, Record<string, string> | undefined>;
+    const named = ["dependencies", "peerDependencies", "optionalDependencies"].flatMap((field) => Object.keys(manifest[field] ?? {}).map((d) => `${field}: ${d}`));
+    expect(named.filter((d) => ONLY_FOR_IMPORTS.test(d.split(": ")[1]!))).toEqual([]);
+    expect(existsSync(path.join(SRC, "openapi"))).toBe(false);
+  });
+});

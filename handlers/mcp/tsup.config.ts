@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts", importer: "src/importer.ts" },
+  entry: { index: "src/index.ts" },
   format: ["esm"],
   target: "node20",
   platform: "node",

@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup";
 
-// The OpenAPI importer of @nodefabric/core is bundled in, so `npm create fabric-handler` installs no fabric (no SQLite
-// build): only the importer's own dependencies, listed in package.json.
+// The importers (@nodefabric/importer-openapi, @nodefabric/importer-mcp) and the SDK are bundled in, so `npm create
+// fabric-handler` installs no fabric (no SQLite build): only the importers' own dependencies, listed in package.json.
 export default defineConfig({
   entry: { index: "src/index.ts", cli: "src/cli.ts" },
   format: ["esm"],

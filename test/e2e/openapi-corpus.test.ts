@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadOpenApi } from "@nodefabric/core/openapi";
+import { loadOpenApi } from "@nodefabric/importer-openapi";
 import { renderPackage, type RenderedPackage } from "../../templates/create-fabric-handler/src/scaffold.js";
 import { linkGeneratedPackages, type LinkedPackages } from "../../templates/create-fabric-handler/test/generated-package-runner.js";
 

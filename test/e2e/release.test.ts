@@ -62,11 +62,12 @@ describe("release-lib: the packages of this repository", () => {
 
   it("finds the packages from the root workspaces, sdk included", () => {
     const names = all.map((p) => p.name);
-    for (const n of ["@nodefabric/schemas", "@nodefabric/sdk", "@nodefabric/core", "@nodefabric/handler-demo", "@nodefabric/handler-examples", "@nodefabric/handler-http", "create-fabric-handler"]) {
+    for (const n of ["@nodefabric/schemas", "@nodefabric/sdk", "@nodefabric/core", "@nodefabric/handler-demo", "@nodefabric/handler-examples", "@nodefabric/handler-http", "@nodefabric/importer-openapi", "@nodefabric/importer-mcp", "create-fabric-handler"]) {
       expect(names).toContain(n);
     }
     expect(all.find((p) => p.name === "@nodefabric/core")!.dir).toBe("core");
     expect(all.find((p) => p.name === "@nodefabric/handler-http")!.dir).toBe("handlers/http");
+    expect(all.find((p) => p.name === "@nodefabric/importer-openapi")!.dir).toBe("importers/openapi");
   });
 
   it("shares one version, and every internal dependency names it", () => {
@@ -84,6 +85,10 @@ describe("release-lib: the packages of this repository", () => {
     for (const later of ["@nodefabric/handler-demo", "@nodefabric/handler-examples", "@nodefabric/handler-http", "create-fabric-handler"]) {
       expect(at("@nodefabric/core")).toBeLessThan(at(later));
     }
+    // The importers: after what they build on (the SDK; mcp.call's package for the MCP one), before the scaffolder that bundles them.
+    expect(at("@nodefabric/sdk")).toBeLessThan(at("@nodefabric/importer-openapi"));
+    expect(at("@nodefabric/handler-mcp")).toBeLessThan(at("@nodefabric/importer-mcp"));
+    for (const importer of ["@nodefabric/importer-openapi", "@nodefabric/importer-mcp"]) expect(at(importer)).toBeLessThan(at("create-fabric-handler"));
     expect(order).toHaveLength(pub.length);
   });
 });

@@ -1,8 +1,8 @@
 /**
  * `fabric node-types import --from-mcp <url|command>`: every tool of an MCP server published to a running registry
- * as a node type run by `mcp.call@1.0.0` (from `@nodefabric/handler-mcp`, loaded only for this command). No package
- * and no deploy: an atomic executor serving `@nodefabric/handler-mcp` runs them at once, through its egress policy,
- * with the credentials the operator holds as executor secrets.
+ * as a node type run by `mcp.call@1.0.0` (of `@nodefabric/handler-mcp`), made by `@nodefabric/importer-mcp`, which
+ * is loaded only for this command. No package and no deploy: an atomic executor serving `@nodefabric/handler-mcp` runs
+ * them at once, through its egress policy, with the credentials the operator holds as executor secrets.
  *
  * A command is a stdio server: its node types name the server by `--server-name`, and the operator starts it by
  * naming it in the executor's FABRIC_MCP_SERVERS file; a node type never carries the command.
@@ -10,8 +10,8 @@
 import type { NodeType } from "@nodefabric/schemas";
 import { RegistryClient } from "../clients/registry-client.js";
 import { FabricError } from "../http/errors.js";
-import { loadMcpImporter, McpImporterMissingError, type McpImportResult } from "../importers/index.js";
-import { sampleFor, type SchemaObject } from "../openapi/index.js";
+import { sampleFor, type SchemaObject } from "@nodefabric/sdk/samples";
+import { ImporterMissingError, loadMcpImporter, type McpImportResult } from "../importers/index.js";
 import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
 
@@ -73,7 +73,7 @@ export async function nodeTypesImportMcp(registryUrl: string, options: McpImport
     importer = await loadMcpImporter(options.cwd);
   } catch (err) {
     out.stderr.write(`fabric: ${(err as Error).message}\n`);
-    return err instanceof McpImporterMissingError ? 2 : 1;
+    return err instanceof ImporterMissingError ? 2 : 1;
   }
   let result: McpImportResult;
   let sourceKind: "http" | "stdio";

@@ -3,13 +3,13 @@
  * 2.0) published to a running registry as a node type implemented by `http.request@1.0.0`. No package and no deploy:
  * an atomic executor that serves `@nodefabric/handler-http` runs them at once, through its egress policy, with the
  * same parameter serialisation, body encodings and security schemes as a package made by
- * `npm create fabric-handler -- --from-openapi`.
+ * `npm create fabric-handler -- --from-openapi`. The importer is @nodefabric/importer-openapi, loaded only here.
  */
 import type { NodeType } from "@nodefabric/schemas";
 import { RegistryClient } from "../clients/registry-client.js";
 import { FabricError } from "../http/errors.js";
 import { IMPLEMENTATION_EXTENSION } from "../node-type-implementation.js";
-import { loadOpenApi, mapOpenApi, OpenApiImportError, type OpenApiMapping } from "../openapi/index.js";
+import { ImporterMissingError, loadOpenApiImporter, type OpenApiImporter, type OpenApiMapping } from "../importers/index.js";
 import { clientAuthOptions } from "./run-cli-context.js";
 
 /** The template definition that runs imported operations. */
@@ -82,6 +82,14 @@ export async function nodeTypesImport(registryUrl: string, options: NodeTypesImp
     out.stderr.write(`fabric: --base-url must be an absolute http(s) URL, not ${JSON.stringify(options.baseUrl)}\n`);
     return 2;
   }
+  let importer: OpenApiImporter;
+  try {
+    importer = await loadOpenApiImporter(options.cwd);
+  } catch (err) {
+    out.stderr.write(`fabric: ${(err as Error).message}\n`);
+    return err instanceof ImporterMissingError ? 2 : 1;
+  }
+  const { loadOpenApi, mapOpenApi, OpenApiImportError } = importer;
   let mapping: OpenApiMapping;
   try {
     const loaded = await loadOpenApi(options.fromOpenApi, { cwd: options.cwd, onProgress: progress });

@@ -1,11 +1,14 @@
 /**
- * The importers: each takes an external description of tools and gives NodeTypes as data, plus what was left out and
- * why. `fabric node-types import` publishes what they give; `npm create fabric-handler` writes it into a package.
- * - OpenAPI (`--from-openapi`): a document in, one node type per operation, run by `http.request` (../openapi).
- * - MCP (`--from-mcp`): a server in (a URL or a command), one node type per tool, run by `mcp.call`; the importer
- *   lives in `@nodefabric/handler-mcp` and is loaded only when asked for (./mcp.ts).
- * A third importer follows the same shape: a loader for its source, a mapper to NodeTypes with `left out` reasons,
- * and the template definition that runs them.
+ * The importers, as the `fabric` command reaches them: each takes an external description of tools and gives NodeTypes
+ * as data, plus what was left out and why (ImportResult of @nodefabric/sdk). Each lives in a package of its own under
+ * importers/ and is loaded only when a command asks for it, so a fabric's install carries none of them.
+ * - OpenAPI (`--from-openapi`): @nodefabric/importer-openapi; a document in, one node type per operation, run by
+ *   `http.request`.
+ * - MCP (`--from-mcp`): @nodefabric/importer-mcp; a server in (a URL or a command), one node type per tool, run by
+ *   `mcp.call`.
+ * A third importer follows the same shape: a package with a loader for its source and a mapper to NodeTypes with
+ * `left out` reasons, the template definition that runs them, and a file here that loads it.
  */
-export { loadOpenApi, mapOpenApi, OpenApiImportError, type OpenApiMapping } from "../openapi/index.js";
-export { loadMcpImporter, McpImporterMissingError, MCP_HANDLER_PACKAGE, type McpImporter, type McpImportResult } from "./mcp.js";
+export { loadImporter, ImporterMissingError, type ImporterPackage } from "./load-importer.js";
+export { loadOpenApiImporter, OPENAPI_IMPORTER, type OpenApiImporter, type OpenApiMapping } from "./openapi.js";
+export { loadMcpImporter, MCP_IMPORTER, type McpImporter, type McpImportResult } from "./mcp.js";

@@ -10,7 +10,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { CONTENT_OUTPUT_SCHEMA, importMcpServer, resetOperatorStdioServers, STDIO_SERVERS_ENV } from "../src/index.js";
+import { importMcpServer } from "@nodefabric/importer-mcp";
+import { CONTENT_OUTPUT_SCHEMA, resetOperatorStdioServers, STDIO_SERVERS_ENV } from "../src/index.js";
 import { toDraft2020 } from "../src/schema-dialect.js";
 import { errorOf, openFabric, outputsOf, type TestFabric } from "./mcp-fixtures.js";
 

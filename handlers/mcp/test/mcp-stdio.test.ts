@@ -9,7 +9,8 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { existsSync, mkdtempSync, rmSync, writeFileSync, realpathSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { importMcpServer, operatorStdioServers, resetOperatorStdioServers, STDIO_SERVERS_ENV } from "../src/index.js";
+import { importMcpServer } from "@nodefabric/importer-mcp";
+import { operatorStdioServers, resetOperatorStdioServers, STDIO_SERVERS_ENV } from "../src/index.js";
 import { errorOf, mcpBacked, openFabric, outputsOf, SERVER_EVERYTHING, type TestFabric } from "./mcp-fixtures.js";
 
 describe("a stdio server named by the executor's operator", () => {

@@ -5,7 +5,7 @@
 import path from "node:path";
 import { DEFAULT_PACKAGE_NAME, parseCliArguments, USAGE, type CliArguments } from "./cli-arguments.js";
 import { ScaffoldError, UsageError } from "./errors.js";
-import { loadOpenApi, OpenApiImportError, type LoadedOpenApi } from "@nodefabric/core/openapi";
+import { loadOpenApi, OpenApiImportError, type LoadedOpenApi } from "@nodefabric/importer-openapi";
 import { assertValidPackageName, folderNameOf, packageNameFromTitle, packageNameProblems } from "./package-name.js";
 import { clackPrompter, type Prompter } from "./prompts.js";
 import { renderMcpPackage } from "./mcp-package.js";

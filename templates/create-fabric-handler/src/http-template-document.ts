@@ -2,7 +2,7 @@
  * The `http` template: one endpoint of a configurable base URL, described as a one-operation OpenAPI document so the
  * template is exactly what `--from-openapi` makes for one operation.
  */
-import type { OpenApiDocument } from "@nodefabric/core/openapi";
+import type { OpenApiDocument } from "@nodefabric/importer-openapi";
 
 /** `GET /items/{itemId}` of an example items API, answering one item as a JSON object. */
 export const HTTP_TEMPLATE_DOCUMENT: OpenApiDocument = {

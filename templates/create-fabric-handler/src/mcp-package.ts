@@ -13,8 +13,8 @@
  *   never called with sample arguments: a tool may have side effects.
  */
 import type { NodeType } from "@nodefabric/schemas";
-import { importMcpServer, McpImportError, parseHeader, parseSource, type McpImport, type McpSource, type McpTool } from "@nodefabric/handler-mcp/importer";
-import { sampleFor, type SchemaObject } from "@nodefabric/core/openapi";
+import { importMcpServer, McpImportError, parseHeader, parseSource, type McpImport, type McpSource, type McpTool } from "@nodefabric/importer-mcp";
+import { sampleFor, type SchemaObject } from "@nodefabric/sdk/samples";
 import { ScaffoldError } from "./errors.js";
 import { DEFAULT_SDK_SPEC, packageManifest } from "./package-manifest.js";
 import { baseUrlSettingOf, nodeTypePrefixOf } from "./package-name.js";

@@ -5,7 +5,7 @@ import { mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { ScaffoldError } from "./errors.js";
 import { HTTP_TEMPLATE_DOCUMENT } from "./http-template-document.js";
-import type { OpenApiDocument } from "@nodefabric/core/openapi";
+import type { OpenApiDocument } from "@nodefabric/importer-openapi";
 import { openApiPackage } from "./openapi-package.js";
 import { DEFAULT_SDK_SPEC, packageManifest } from "./package-manifest.js";
 import { baseUrlSettingOf, nodeTypePrefixOf } from "./package-name.js";
@@ -37,7 +37,7 @@ export interface PackageSpec {
   sdkSpec?: string;
   /** When given, written as `overrides["@nodefabric/schemas"]`. */
   schemasSpec?: string;
-  /** An OpenAPI document to make the node types from (template `http` only), as `loadOpenApi` of @nodefabric/core/openapi reads it. */
+  /** An OpenAPI document to make the node types from (template `http` only), as `loadOpenApi` of @nodefabric/importer-openapi reads it. */
   openApi?: { document: OpenApiDocument; location: string };
   /** Only operations with these tags or operationIds (`--include`). */
   include?: string[];

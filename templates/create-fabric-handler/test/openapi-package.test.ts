@@ -1,13 +1,13 @@
 /**
  * Packages made from OpenAPI documents: the files, the README's accounting of every operation, the replayed exchanges,
  * and that the package passes its own tests and typecheck as generated. The mapping rules themselves are tested in
- * core (core/test/openapi-map.test.ts); the corpus of real documents in test/e2e/openapi-corpus.test.ts.
+ * the importer (importers/openapi/test/map.test.ts); the corpus of real documents in test/e2e/openapi-corpus.test.ts.
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHandlerAjv, compileHandlerSchema } from "@nodefabric/sdk/runtime";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadOpenApi, type LoadedOpenApi } from "@nodefabric/core/openapi";
+import { loadOpenApi, type LoadedOpenApi } from "@nodefabric/importer-openapi";
 import { openApiPackage, type TestedExchange } from "../src/openapi-package.js";
 import { renderPackage } from "../src/scaffold.js";
 import { linkGeneratedPackage } from "./generated-package-runner.js";

@@ -3,8 +3,8 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-// What `npm create fabric-handler` installs is this package alone: it bundles core's OpenAPI importer (and its types),
-// so neither its code nor its published types may reach for @nodefabric/core, which would install the fabric.
+// What `npm create fabric-handler` installs is this package alone: it bundles the importers (@nodefabric/importer-openapi
+// and @nodefabric/importer-mcp, with their types), so neither its code nor its published types may reach for @nodefabric/core, which would install the fabric.
 const root = fileURLToPath(new URL("..", import.meta.url));
 const dist = path.join(root, "dist");
 

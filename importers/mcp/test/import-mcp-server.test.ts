@@ -7,9 +7,9 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { createServer } from "node:http";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { nodeTypesImportMcp } from "../../../core/src/cli/node-types-import-mcp.js";
-import { toDraft2020 } from "../src/schema-dialect.js";
-import { CONTENT_OUTPUT_SCHEMA, importMcpServer, nodeTypeOfTool, parseHeader, parseSource, toolDefinitionHash, McpImportError } from "../src/index.js";
-import { errorOf, openFabric, outputsOf, startRawMcpServer, startServerEverything, type ChildServer, type McpTestServer, type TestFabric } from "./mcp-fixtures.js";
+import { CONTENT_OUTPUT_SCHEMA, toDraft2020, toolDefinitionHash } from "@nodefabric/handler-mcp";
+import { importMcpServer, nodeTypeOfTool, parseHeader, parseSource, McpImportError } from "../src/index.js";
+import { errorOf, openFabric, outputsOf, startRawMcpServer, startServerEverything, type ChildServer, type McpTestServer, type TestFabric } from "../../../handlers/mcp/test/mcp-fixtures.js";
 
 const DRAFT07_WITH_REF = {
   $schema: "http://json-schema.org/draft-07/schema#",

@@ -5,7 +5,7 @@
  * a thousand operations costs its size once, not a thousand times. Callers serialise results; they must not change
  * them. A result whose definitions would pass the size budget is trimmed from its deepest references up.
  */
-import { translatePattern } from "./regex.js";
+import { translatePattern } from "./regex-dialects.js";
 import type { OpenApiDocument, SchemaObject } from "./types.js";
 
 /** Which side of the operation a schema describes: `readOnly` properties exist only in answers, `writeOnly` ones only in requests. */

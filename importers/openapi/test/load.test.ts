@@ -8,10 +8,10 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadOpenApi, OpenApiImportError } from "../src/openapi/load.js";
+import { loadOpenApi, OpenApiImportError } from "../src/load.js";
 
-const fixtures = fileURLToPath(new URL("./fixtures/openapi/", import.meta.url));
-const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+const fixtures = fileURLToPath(new URL("./fixtures/", import.meta.url));
+const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 const templateFixtures = path.join(repoRoot, "templates/create-fabric-handler/test/fixtures");
 
 /** Every `$ref` string in `value`. */

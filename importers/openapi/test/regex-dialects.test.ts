@@ -1,9 +1,9 @@
 /**
- * translatePattern and stringMatching: patterns written for other regex dialects made into ECMAScript ones that Ajv
- * compiles (`u` flag), matching what the original meant, or dropped with a note; and strings made to match a pattern.
+ * translatePattern: patterns written for other regex dialects made into ECMAScript ones that Ajv compiles (`u` flag),
+ * matching what the original meant, or dropped with a note. (Strings made to match a pattern: sdk/test/regex-matches.test.ts.)
  */
 import { describe, expect, it } from "vitest";
-import { stringMatching, translatePattern } from "../src/openapi/regex.js";
+import { translatePattern } from "../src/regex-dialects.js";
 
 /** The translated pattern, asserting that it compiles as Ajv compiles it. */
 function translated(pattern: string): string {
@@ -129,36 +129,5 @@ describe("translatePattern: dropped", () => {
     const out = translatePattern("^\\p{IsLatin}\\-$");
     expect(out.pattern).toBeUndefined();
     expect(out.note).toMatch(/was dropped \(it is not a valid ECMAScript regular expression/);
-  });
-});
-
-describe("stringMatching", () => {
-  it("makes short strings that match, within the lengths asked, the same every time", () => {
-    const cases: Array<[string, { minLength?: number; maxLength?: number }]> = [
-      ["^[a-z]+$", {}],
-      ["^[A-Z]{2}\\d{3}$", {}],
-      ["^\\d{4}-\\d{2}-\\d{2}$", {}],
-      ["^(?<a>ab|cd)-\\k<a>$", {}],
-      ["^[0-9]+$", { minLength: 5, maxLength: 8 }],
-      ["^\\p{Lu}\\w*$", { minLength: 3 }],
-      ["^acct_[a-zA-Z0-9]{16}$", {}],
-      ["^\\+?[1-9]\\d{1,14}$", {}],
-      ["^[^a-z]+$", {}],
-      ["sk_", { minLength: 10 }],
-    ];
-    for (const [pattern, options] of cases) {
-      const text = stringMatching(pattern, options);
-      expect(text, pattern).toBeDefined();
-      expect(matches(pattern, text!), `${pattern} ${text}`).toBe(true);
-      expect(text!.length).toBeGreaterThanOrEqual(options.minLength ?? 0);
-      expect(text!.length).toBeLessThanOrEqual(options.maxLength ?? Infinity);
-      expect(stringMatching(pattern, options)).toBe(text);
-    }
-  });
-
-  it("gives different strings for different variants, and undefined when nothing fits", () => {
-    expect(stringMatching("^[a-z]$", { variant: 0 })).not.toBe(stringMatching("^[a-z]$", { variant: 1 }));
-    expect(stringMatching("^[a-z]{5}$", { maxLength: 3 })).toBeUndefined();
-    expect(stringMatching("(", {})).toBeUndefined();
   });
 });

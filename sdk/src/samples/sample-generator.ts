@@ -1,214 +1,22 @@
 /**
- * Sample values of converted schemas: what generated tests send as inputs and what their mocked upstream answers.
- * A sample is worthless when the schema refuses it (the test fails before it starts), so every candidate, be it the
- * document's own example or a made-up value, is checked with the validator the executor uses, and the first valid
- * one wins. Made-up values are deterministic and small: the same schema always gives the same value.
+ * The deterministic generator of sampleFor: one value for a root schema, read the way a validator reads it (`$ref`s and
+ * `allOf` merged, a `oneOf` branch that matches alone, `const`/`enum`, `pattern`, `format`, bounds, `multipleOf`,
+ * `uniqueItems`, `not`), small, and the same for the same schema. sampleFor checks what it makes.
  */
 import type { ValidateFunction } from "ajv";
-import type { Ajv2020 } from "ajv/dist/2020.js";
-import { generateSync } from "json-schema-faker";
-import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
-import { INPUT_RULE_PATTERNS } from "@nodefabric/sdk";
-import { stringMatching } from "./regex.js";
-import type { SchemaObject } from "./types.js";
-
-/** Options of sampleFor. */
-export interface SampleOptions {
-  /** Seed of json-schema-faker, the last resort (default 1). */
-  seed?: number;
-  /** Examples from the document (a media type's or parameter's), tried first, in order; invalid ones are skipped. */
-  examples?: unknown[];
-  /** `full` (default) fills optional properties two objects deep; `minimal` gives required ones only. */
-  prefer?: "full" | "minimal";
-}
-
-/** A valid sample and where it came from, or why none was found. */
-export type SampleResult = { value: unknown; source: "example" | "generated" } | { error: string };
+import { INPUT_RULE_PATTERNS } from "../operation-input-rules.js";
+import { stringMatching } from "./regex-matches.js";
+import { INTEGER_FORMATS, STRING_FORMATS, varied } from "./sample-formats.js";
+import { subValidator } from "./sample-validators.js";
+import { isRecord, type SchemaObject } from "./schema-object.js";
 
 /** Objects this deep (0 at the top) and deeper get only their required properties in `full` mode. */
 const FULL_DEPTH = 2;
 /** Below this many nested values, generation gives up on a branch (recursive required properties). */
 const MAX_DEPTH = 24;
-/** json-schema-faker seeds tried after the seed given. */
-const FAKER_TRIES = 3;
-
-const STRING_FORMATS: Readonly<Record<string, string>> = {
-  "date-time": "2025-01-15T09:30:00Z",
-  date: "2025-01-15",
-  time: "09:30:00Z",
-  duration: "P1D",
-  email: "ada@example.com",
-  "idn-email": "ada@example.com",
-  hostname: "api.example.com",
-  "idn-hostname": "api.example.com",
-  ipv4: "192.0.2.10",
-  ipv6: "2001:db8::10",
-  uri: "https://example.com/resource",
-  url: "https://example.com/resource",
-  "uri-reference": "/resource",
-  iri: "https://example.com/resource",
-  "iri-reference": "/resource",
-  "uri-template": "https://example.com/{id}",
-  uuid: "3f2b9c1e-8d4a-4c6b-9e2f-1a7d5b0c4e68",
-  byte: "ZXhhbXBsZQ==",
-  base64: "ZXhhbXBsZQ==",
-  binary: "ZXhhbXBsZQ==",
-  "json-pointer": "/example",
-  "relative-json-pointer": "0",
-  regex: "^example$",
-  password: "s3cret-example",
-  int32: "1",
-  int64: "1",
-  decimal: "1.5",
-  "unix-time": "1736933400",
-  "ip-address": "192.0.2.10",
-  phone: "+15555550100",
-};
-
-/** Integer formats ajv-formats checks, with their bounds. */
-const INTEGER_FORMATS: Readonly<Record<string, [number, number]>> = {
-  int32: [-(2 ** 31), 2 ** 31 - 1],
-  int64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
-};
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Validators
-
-/** A root schema's validator, or why it does not compile; with the validators of its subschemas (oneOf, not, if). */
-type Compiled = { validate: ValidateFunction; subs: WeakMap<object, ValidateFunction | null> } | { error: string };
-
-/**
- * Validators of the schemas sampled last, most recent last. Bounded, not weak: a compiled validator of a large schema
- * takes megabytes, and a mapping holds every schema of a document until it is written out.
- */
-const compiledRoots = new Map<object, Compiled>();
-const COMPILED_ROOTS_KEPT = 8;
-let rootAjv: Ajv2020 | undefined;
-let subAjv: Ajv2020 | undefined;
-
-/** Compiles `schema` in a shared Ajv and lets the Ajv forget it, so the validator goes when its cache entry goes. */
-function compileOnce(ajv: Ajv2020, schema: SchemaObject): ValidateFunction {
-  try {
-    return compileHandlerSchema(ajv, schema);
-  } finally {
-    ajv.removeSchema(schema);
-  }
-}
-
-/** The executor's validator of `schema` (createHandlerAjv, compileHandlerSchema), compiled once while it is among the last used. */
-function rootValidator(schema: SchemaObject): Compiled {
-  let compiled = compiledRoots.get(schema);
-  if (compiled !== undefined) {
-    compiledRoots.delete(schema);
-  } else {
-    rootAjv ??= createHandlerAjv();
-    try {
-      compiled = { validate: compileOnce(rootAjv, schema), subs: new WeakMap() };
-    } catch (err) {
-      compiled = { error: err instanceof Error ? err.message : String(err) };
-    }
-    if (compiledRoots.size >= COMPILED_ROOTS_KEPT) compiledRoots.delete(compiledRoots.keys().next().value!);
-  }
-  compiledRoots.set(schema, compiled);
-  return compiled;
-}
-
-/** A validator of `node`, a subschema of `root` (its `$ref`s resolved in the root's `$defs`); null when it does not compile. */
-function subValidator(root: SchemaObject, subs: WeakMap<object, ValidateFunction | null>, node: SchemaObject): ValidateFunction | null {
-  let validate = subs.get(node);
-  if (validate === undefined) {
-    // The root passed the meta-schema check when it compiled; its parts need not pass it again.
-    subAjv ??= createHandlerAjv({ validateSchema: false });
-    const standalone: SchemaObject = isRecord(root.$defs) ? { ...node, $defs: root.$defs } : { ...node };
-    delete standalone.$id;
-    try {
-      validate = compileOnce(subAjv, standalone);
-    } catch {
-      validate = null;
-    }
-    subs.set(node, validate);
-  }
-  return validate;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// sampleFor
-
-/**
- * A value valid against `schema` (a converted schema: JSON Schema 2020-12, `$ref`s into its own `$defs`), checked
- * with the executor's validator (`compileHandlerSchema(createHandlerAjv(), schema)`). Candidates, first valid wins:
- * 1. `options.examples`, then the schema's own top-level `examples` and `default` (source `example`);
- * 2. a deterministic generator that reads the schema the way a validator does: `$ref`s and `allOf` merged (an
- *    `additionalProperties: false` in one part limits the others), a `oneOf` branch whose value matches it alone,
- *    `const`/`enum` (discriminator values), `pattern`, `format`, bounds, `multipleOf`, `uniqueItems`, `not`;
- *    optional properties two objects deep, one array item unless `minItems` asks for more (`prefer: minimal` gives
- *    required properties and `minItems` items only);
- * 3. json-schema-faker, seeded (`options.seed`, default 1), with a few seeds.
- * When none is valid, `error` says why the closest one was refused.
- */
-export function sampleFor(schema: SchemaObject, options: SampleOptions = {}): SampleResult {
-  const compiled = rootValidator(schema);
-  if ("error" in compiled) return { error: `the schema does not compile: ${compiled.error}` };
-  const { validate, subs } = compiled;
-  let best: { errors: number; message: string } | undefined;
-  const valid = (value: unknown, what: string): boolean => {
-    if (value === undefined) return false;
-    if (validate(value)) return true;
-    const errors = validate.errors ?? [];
-    if (best === undefined || errors.length < best.errors) {
-      const first = errors[0];
-      best = { errors: errors.length, message: `${what} is not valid: ${first ? `${first.instancePath || "/"} ${first.message ?? ""}`.trim() : "refused"}` };
-    }
-    return false;
-  };
-
-  const examples = [...(options.examples ?? []), ...(Array.isArray(schema.examples) ? schema.examples : []), ...(schema.default !== undefined ? [schema.default] : [])];
-  for (const example of examples) if (valid(example, "the example")) return { value: structuredClone(example), source: "example" };
-
-  const prefer = options.prefer ?? "full";
-  const modes: Array<"full" | "minimal"> = prefer === "full" ? ["full", "minimal"] : ["minimal", "full"];
-  const seen = new Set<string>();
-  for (const mode of modes) {
-    for (const useExamples of [true, false]) {
-      const value = new SampleGenerator(schema, subs, mode, useExamples).generate();
-      if (value === FAIL) continue;
-      const key = JSON.stringify(value);
-      if (seen.has(key)) continue;
-      seen.add(key);
-      if (valid(value, "the generated value")) return { value, source: "generated" };
-    }
-  }
-
-  const seed = options.seed ?? 1;
-  for (let k = 0; k < FAKER_TRIES; k++) {
-    let value: unknown;
-    try {
-      value = generateSync(schema as Parameters<typeof generateSync>[0], {
-        seed: seed + k,
-        alwaysFakeOptionals: false,
-        optionalsProbability: prefer === "full" ? 0.5 : 0,
-        maxDepth: 6,
-        refDepthMax: 2,
-        maxDefaultItems: 1,
-        useExamplesValue: true,
-      });
-    } catch {
-      continue;
-    }
-    if (valid(value, "json-schema-faker's value")) return { value, source: "generated" };
-  }
-  return { error: best?.message ?? "no value could be made for the schema" };
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// The generator
 
 /** No value could be made. */
-const FAIL: unique symbol = Symbol("no value");
+export const FAIL: unique symbol = Symbol("no value");
 type Made = unknown | typeof FAIL;
 
 /** Everything `allOf` and `$ref` say about one value, merged. */
@@ -307,7 +115,7 @@ const GENERATOR_MAX_STEPS = 20_000;
 const GENERATOR_BUDGET_MS = 250;
 
 /** Makes one value for a root schema; `mode` and `useExamples` vary the candidates sampleFor tries. */
-class SampleGenerator {
+export class SampleGenerator {
   constructor(
     private readonly root: SchemaObject,
     private readonly subs: WeakMap<object, ValidateFunction | null>,
@@ -762,29 +570,4 @@ function nextAbove(n: number, integer: boolean): number {
 
 function nextBelow(n: number, integer: boolean): number {
   return integer ? Math.ceil(n) - 1 : n - (Math.abs(n) >= 1 ? 0.5 : 0.25);
-}
-
-/** The `variant`-th of several different strings of one format (for uniqueItems). */
-function varied(text: string, format: string | undefined, variant: number): string {
-  switch (format) {
-    case "uuid":
-      return `${text.slice(0, -4)}${(0x4e68 + variant).toString(16).slice(-4)}`;
-    case "email":
-    case "idn-email":
-      return text.replace("@", `${variant + 1}@`);
-    case "date":
-      return `2025-01-${String(15 + (variant % 14)).padStart(2, "0")}`;
-    case "date-time":
-      return `2025-01-${String(15 + (variant % 14)).padStart(2, "0")}T09:30:00Z`;
-    case "uri":
-    case "url":
-    case "iri":
-      return `${text}/${variant + 1}`;
-    case "ipv4":
-      return `192.0.2.${(10 + variant) % 255}`;
-    case undefined:
-      return `${text}${variant + 1}`;
-    default:
-      return text;
-  }
 }

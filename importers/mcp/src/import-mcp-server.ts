@@ -1,8 +1,8 @@
 /**
  * The MCP importer: an MCP server in (a Streamable HTTP URL, or a stdio command), NodeTypes as data out, plus what
- * was left out and why. The same shape as the OpenAPI importer in core (core/src/importers): `fabric node-types
- * import --from-mcp` publishes its node types to a registry, and `npm create fabric-handler -- --from-mcp` writes
- * them into a package.
+ * was left out and why: the importers' one shape (ImportResult of @nodefabric/sdk), as @nodefabric/importer-openapi
+ * gives it. `fabric node-types import --from-mcp` publishes its node types to a registry, and `npm create
+ * fabric-handler -- --from-mcp` writes them into a package.
  *
  * Each tool becomes one atomic node type run by `mcp.call@1.0.0`:
  * - `node_type_id` `<prefix>.<tool name>`, the version given (default 1.0.0), the tool's description;
@@ -10,18 +10,31 @@
  * - `output_schema` the tool's `outputSchema`, or the content wrapper (CONTENT_OUTPUT_SCHEMA) when it has none;
  * - gates from the annotations (read-only → read, not destructive → write, else irreversible), trust tier external,
  *   and one attempt only unless the tool is read-only or idempotent;
- * - `nodefabric.mcp` naming the server, the tool and the hash of its definition (see tool-definition.ts).
+ * - `nodefabric.mcp` naming the server, the tool and the hash of its definition (handlers/mcp/src/tool-definition.ts).
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import type { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { CLIENT_INFO } from "./tool-call.js";
-import { TASK_PROTOCOL_VERSION } from "./task-call.js";
-export type { McpTool } from "./tool-definition.js";
-import { childEnvironment, type StdioServerConfig } from "./stdio-servers.js";
-import { CONTENT_OUTPUT_SCHEMA, isRetrySafe, sideEffectClassOf, toolDefinitionHash, type McpTool } from "./tool-definition.js";
-import { MCP_EXTENSION, type ProtocolMode } from "./mcp-config.js";
-import { isDraft07, toDraft2020 } from "./schema-dialect.js";
+// What mcp.call checks at run time is made here from the same definitions: the tool's hash, its side-effect class,
+// the content wrapper, the extension's name, the client's name and the MCP revisions.
+import {
+  childEnvironment,
+  CLIENT_INFO,
+  CONTENT_OUTPUT_SCHEMA,
+  isDraft07,
+  isRetrySafe,
+  MCP_EXTENSION,
+  sideEffectClassOf,
+  TASK_PROTOCOL_VERSION,
+  toDraft2020,
+  toolDefinitionHash,
+  type McpTool,
+  type ProtocolMode,
+  type StdioServerConfig,
+} from "@nodefabric/handler-mcp";
+import type { ImportResult } from "@nodefabric/sdk";
+import type { NodeType } from "@nodefabric/schemas";
+export type { McpTool } from "@nodefabric/handler-mcp";
 
 /** The template definition that runs imported tools. */
 export const MCP_CALL_TEMPLATE = { node_type_id: "mcp.call", version: "1.0.0" } as const;
@@ -77,10 +90,10 @@ export interface LeftOutTool {
   reason: string;
 }
 
-/** What an import gives: NodeTypes as data, and what was left out. */
-export interface McpImport {
+/** What an import gives: NodeTypes as data, and what was left out (the importers' one shape), and the server's own. */
+export interface McpImport extends ImportResult<LeftOutTool> {
   server: { name: string; version: string; protocol_version?: string; era?: string };
-  nodeTypes: Array<Record<string, unknown>>;
+  nodeTypes: NodeType[];
   leftOut: LeftOutTool[];
   notes: string[];
   /** The tools as the server listed them (for a package's recorded exchanges). */
@@ -247,7 +260,7 @@ export function nodeTypeOfTool(
     if (outputProblem) return { reason: `its outputSchema does not compile: ${outputProblem}` };
   }
   // A task-required tool is imported pinned (tool_hash): mcp.call sees in the server's listing that it needs a task and
-  // calls it as one (task-call.ts), which it does over Streamable HTTP on the 2025-11-25 era only.
+  // calls it as one (handlers/mcp/src/task-call.ts), which it does over Streamable HTTP on the 2025-11-25 era only.
   if (tool.execution?.taskSupport === "required") {
     if (!server.url) return { reason: "it can only be called as an MCP task, which mcp.call runs over Streamable HTTP only (not on a stdio server)" };
     if (typeof options.protocol === "object" && options.protocol.pin !== TASK_PROTOCOL_VERSION) {
@@ -274,7 +287,7 @@ export function nodeTypeOfTool(
       name: tool.name,
       ...(tool.title ? { title: tool.title } : {}),
       ...(tool.annotations ? { annotations: tool.annotations } : {}),
-      // The fabric's schemas are 2020-12: a draft-07 schema was rewritten (schema-dialect.ts), and says so here.
+      // The fabric's schemas are 2020-12: a draft-07 schema was rewritten (handlers/mcp/src/schema-dialect.ts), and says so here.
       ...(isDraft07(tool.inputSchema) || isDraft07(tool.outputSchema) ? { schema_dialect: "draft-07, rewritten as 2020-12" } : {}),
     },
   };
@@ -318,7 +331,7 @@ export async function importMcpServer(source: McpSource, options: McpImportOptio
   const include = options.include?.length ? new Set(options.include) : undefined;
   const exclude = new Set(options.exclude ?? []);
   const target = source.kind === "http" ? { url: source.url } : { server: options.serverName ?? prefix };
-  const nodeTypes: Array<Record<string, unknown>> = [];
+  const nodeTypes: NodeType[] = [];
   const ids = new Set<string>();
   for (const tool of tools) {
     const name = typeof tool?.name === "string" ? tool.name : "?";
@@ -335,7 +348,8 @@ export async function importMcpServer(source: McpSource, options: McpImportOptio
       continue;
     }
     ids.add(id);
-    nodeTypes.push(made.nodeType);
+    // Its fields are the NodeType schema's (node_type_id, version, kind, schemas, constraints, extensions).
+    nodeTypes.push(made.nodeType as unknown as NodeType);
   }
   for (const name of include ?? []) if (!tools.some((t) => t.name === name)) notes.push(`--include ${name}: the server has no such tool`);
   const secrets = [...new Set((options.headers ?? []).flatMap((h) => (h.secret ? [h.secret] : [])))];

@@ -9,15 +9,15 @@ import { describe, expect, it } from "vitest";
 import { validatorFor } from "@nodefabric/schemas";
 import { BASE64_PATTERN, buildOperationRequest, HEADER_VALUE_PATTERN } from "@nodefabric/sdk";
 import { createHandlerAjv } from "@nodefabric/sdk/runtime";
-import { loadOpenApi } from "../src/openapi/load.js";
-import { mapOpenApi } from "../src/openapi/map.js";
-import { sampleFor } from "../src/openapi/samples.js";
-import type { MapOpenApiOptions, MappedOperation, OpenApiDocument, OpenApiMapping } from "../src/openapi/types.js";
+import { loadOpenApi } from "../src/load.js";
+import { mapOpenApi } from "../src/map.js";
+import { sampleFor } from "@nodefabric/sdk/samples";
+import type { MapOpenApiOptions, MappedOperation, OpenApiDocument, OpenApiMapping } from "../src/types.js";
 
 
-const fixtures = fileURLToPath(new URL("./fixtures/openapi/", import.meta.url));
-const corpus = fileURLToPath(new URL("../../test/fixtures/openapi/", import.meta.url));
-const petstoreFile = fileURLToPath(new URL("../../templates/create-fabric-handler/test/fixtures/petstore.yaml", import.meta.url));
+const fixtures = fileURLToPath(new URL("./fixtures/", import.meta.url));
+const corpus = fileURLToPath(new URL("../../../test/fixtures/openapi/", import.meta.url));
+const petstoreFile = fileURLToPath(new URL("../../../templates/create-fabric-handler/test/fixtures/petstore.yaml", import.meta.url));
 
 const OPTIONS: MapOpenApiOptions = { prefix: "zoo", settingsPrefix: "ZOO" };
 

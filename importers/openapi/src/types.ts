@@ -3,7 +3,7 @@
  * and `fabric node-types import --from-openapi` (node types published with no code, run by `http.request`).
  */
 import type { NodeType } from "@nodefabric/schemas";
-import type { HttpOperationDescriptor } from "@nodefabric/sdk";
+import type { HttpOperationDescriptor, ImportResult } from "@nodefabric/sdk";
 
 /** A JSON Schema or OpenAPI Schema Object, as plain data. */
 export type SchemaObject = Record<string, unknown>;
@@ -83,13 +83,15 @@ export interface SettingDescription {
   scheme?: string;
 }
 
-/** The node types made from a document. */
-export interface OpenApiMapping {
+/** The node types made from a document: the importers' one shape (ImportResult), and what only OpenAPI has. */
+export interface OpenApiMapping extends ImportResult<LeftOutOperation> {
   title: string;
   apiVersion: string;
   /** The base URL from `servers[0]` with its variables at their defaults; "" when the document names no absolute URL. */
   defaultBaseUrl: string;
   operations: MappedOperation[];
+  /** The node type of each operation, in the same order (`operations[i].nodeType`). */
+  nodeTypes: NodeType[];
   leftOut: LeftOutOperation[];
   /** Secrets of the security schemes the operations use. */
   secrets: SettingDescription[];

@@ -5,10 +5,8 @@
  * are imported.
  */
 import type { OperationSecurityScheme } from "@nodefabric/sdk";
+import type { RefFollower } from "./refs.js";
 import type { SettingDescription } from "./types.js";
-
-/** Follows local `$ref`s: the value, or why it cannot be reached. */
-export type RefFollower = (value: unknown) => { value: unknown } | { error: string };
 
 /** One operation's security, as its descriptor holds it. */
 export interface OperationSecurity {
