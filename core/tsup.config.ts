@@ -7,6 +7,8 @@ export default defineConfig({
     "sdk/index": "src/sdk/index.ts",
     "testing/index": "src/testing/index.ts",
     "cli/main": "src/cli/main.ts",
+    // The program without running it: scripts/docs/cli.mjs builds docs/cli.md from it.
+    "cli/program": "src/cli/program.ts",
   },
   format: ["esm"],
   target: "node20",

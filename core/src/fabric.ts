@@ -27,7 +27,7 @@ import type { PluginServiceContext, StoreFactory } from "./plugin.js";
 import type { ServiceTokens } from "./clients/service-tokens.js";
 import { observeService } from "./observe/observables.js";
 import { publish } from "./observe/channels.js";
-import { serviceLoggerOptions } from "./observe/service-logger.js";
+import { serviceLoggerOptions, type LogFormat } from "./observe/service-logger.js";
 
 export interface RunningService {
   name: ServiceName;
@@ -45,9 +45,9 @@ export interface RunningFabric {
 }
 
 /** A service's logger: JSON lines, or pretty ones on a terminal (FABRIC_LOG_FORMAT), with the active span's ids. */
-function loggerFor(config: FabricConfig, name: ServiceName): boolean | Record<string, unknown> {
+function loggerFor(config: FabricConfig, name: ServiceName, format?: LogFormat): boolean | Record<string, unknown> {
   if (config.log_level === "silent") return false;
-  return serviceLoggerOptions({ level: config.log_level, service: name });
+  return serviceLoggerOptions({ level: config.log_level, service: name, format });
 }
 
 /** Files that make a folder a NodeFabric data folder. */
@@ -87,6 +87,8 @@ export interface StartFabricOptions {
   plugins?: readonly LoadedPlugin[];
   /** The services this process runs, as plugins are told (`startFabric` sets it). */
   processServices?: readonly ServiceName[];
+  /** The services' log lines (`fabric dev --log-format`); default: FABRIC_LOG_FORMAT, else pretty on a terminal. */
+  logFormat?: LogFormat;
 }
 
 /**
@@ -180,7 +182,7 @@ export async function buildService(name: ServiceName, config: FabricConfig, loca
 
 async function buildCoreService(name: ServiceName, config: FabricConfig, local: LocalServices, security: FabricSecurity, options: StartFabricOptions, plugins: readonly LoadedPlugin[]): Promise<FastifyInstance> {
   const dataDir = path.resolve(config.base_dir, config.data_dir);
-  const logger = loggerFor(config, name);
+  const logger = loggerFor(config, name, options.logFormat);
   // Every service gets the configured limits of its HTTP edge (timeouts, body and header sizes, JSON depth, load).
   const secured = { ...security.forService(name), limits: serviceLimits(config.limits) };
   switch (name) {
@@ -283,6 +285,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         logger,
         coordinatorUrls: config.gateway?.coordinators ?? [serviceUrl(config, "run-coordinator")],
         coordinator: coordinatorApp ? inProcessApi(coordinatorApp, "run-coordinator") : undefined,
+        registryUrl: serviceUrl(config, "node-registry").replace(/\/+$/, ""),
       });
     }
     default: {

@@ -12,7 +12,6 @@ import { loadConfig } from "../src/config.js";
 import { startFabric, type RunningFabric } from "../src/fabric.js";
 import { buildRunGateway } from "../src/services/run-gateway/index.js";
 import { GatewayClient } from "../src/clients/gateway-client.js";
-import { RunTreeView } from "../src/cli/run-tree-view.js";
 import { followRun } from "../src/cli/run-command.js";
 
 import { baseOf, call, expectEnvelope, expectValid, until } from "./support/gateway-http.js";
@@ -359,6 +358,26 @@ describe("run gateway over a real fabric", () => {
       expectValid("version_info", v.body);
       expect(v.body.service_name).toBe("run-gateway");
     });
+
+    it("names its fabric's registry when it is told it, so a client given the gateway alone finds the registry", async () => {
+      // A gateway built without a registry URL (an older deployment) names none.
+      expect((await call("GET", `${gateway.url}/v1/health`)).body.extensions).not.toHaveProperty(["nodefabric.registry_url"]);
+      expect(await client.registryUrl()).toBeUndefined();
+
+      const registryUrl = fabric.urls["node-registry"]!;
+      const told = await buildRunGateway({ logger: false, coordinatorUrl, registryUrl });
+      await told.listen({ host: "127.0.0.1", port: 0 });
+      const toldClient = new GatewayClient(baseOf(told));
+      try {
+        const h = await call("GET", `${baseOf(told)}/v1/health`);
+        expectValid("health", h.body);
+        expect(h.body.extensions).toMatchObject({ "nodefabric.service": "run-gateway", "nodefabric.registry_url": registryUrl });
+        expect(await toldClient.registryUrl()).toBe(registryUrl);
+      } finally {
+        await toldClient.close();
+        await told.close();
+      }
+    });
   });
 });
 
@@ -475,41 +494,5 @@ describe("run gateway when the coordinator misbehaves", () => {
       for await (const e of c.events("run_b")) got.push(e);
     }).rejects.toMatchObject({ code: "upstream_unavailable" });
     expect(got.map((e) => e.type)).toEqual(["run_started"]);
-  });
-});
-
-describe("fabric run's live tree", () => {
-  it("draws NodeRuns indented by parent, with state, duration and failure codes", () => {
-    const t = (ms: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, ms)).toISOString();
-    const events: RunEvent[] = [
-      { run_id: "run_1", seq: 0, type: "run_started", time: t(0), data: { root_node_run_id: "nr_root" } },
-      { run_id: "run_1", seq: 1, type: "node_run_created", time: t(0), node_run_id: "nr_root", data: { node_type_ref: { node_type_id: "trip.plan", version: "1.0.0" }, kind: "composite" } },
-      { run_id: "run_1", seq: 2, type: "node_run_started", time: t(10), node_run_id: "nr_root" },
-      { run_id: "run_1", seq: 3, type: "node_run_created", time: t(20), node_run_id: "nr_a", data: { parent_node_run_id: "nr_root", node_type_ref: { node_type_id: "weather.current", version: "1.0.0" } } },
-      { run_id: "run_1", seq: 4, type: "node_run_created", time: t(20), node_run_id: "nr_b", data: { parent_node_run_id: "nr_root", node_type_ref: { node_type_id: "fx.rate", version: "2.1.0" } } },
-      { run_id: "run_1", seq: 5, type: "node_run_started", time: t(30), node_run_id: "nr_a" },
-      { run_id: "run_1", seq: 6, type: "node_run_completed", time: t(530), node_run_id: "nr_a", data: { state: "completed" } },
-      { run_id: "run_1", seq: 7, type: "node_run_started", time: t(40), node_run_id: "nr_b" },
-      { run_id: "run_1", seq: 8, type: "node_run_completed", time: t(1540), node_run_id: "nr_b", data: { state: "failed", error: { code: "upstream_error", message: "x" } } },
-    ];
-    const view = new RunTreeView("run_1");
-    for (const e of events) view.apply(e);
-    const lines = view.lines(Date.parse(t(2010)), 100, 20, false);
-    expect(lines[0]).toBe("run run_1  running  2.0s");
-    expect(lines[1]).toMatch(/^ {2}▶ trip\.plan@1\.0\.0\s+running {2}2\.0s$/);
-    expect(lines[2]).toMatch(/^ {4}✓ weather\.current@1\.0\.0\s+completed {2}500ms$/);
-    expect(lines[3]).toMatch(/^ {4}✗ fx\.rate@2\.1\.0\s+failed {2}1\.5s {2}upstream_error$/);
-    expect(lines).toHaveLength(4);
-
-    view.apply({ run_id: "run_1", seq: 9, type: "node_run_completed", time: t(1600), node_run_id: "nr_root", data: { state: "failed" } });
-    view.apply({ run_id: "run_1", seq: 10, type: "run_completed", time: t(1600), data: { state: "failed" } });
-    expect(view.ended).toBe(true);
-    const final = view.lines(Date.parse(t(9999)), 100, 20, false);
-    expect(final[0]).toBe("run run_1  failed  1.6s");
-    // Too small a terminal: rows beyond the height are summarised, and no line is wider than asked.
-    const small = view.lines(Date.parse(t(9999)), 30, 3, true);
-    expect(small).toHaveLength(3);
-    expect(small[2]).toContain("2 more node runs");
-    for (const l of view.lines(Date.parse(t(9999)), 30, 20, false)) expect(Array.from(l).length).toBeLessThanOrEqual(30);
   });
 });

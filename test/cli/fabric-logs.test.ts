@@ -1,7 +1,7 @@
 /**
  * The fabric's logs as an operator sees them: JSON lines when stdout is piped, readable lines on a terminal (a real
- * pseudo-terminal, from util-linux `script`), FABRIC_LOG_FORMAT to choose, and run lines that name their run, NodeRun
- * and trace. The mixin that adds the active span's ids is checked on a real service's logger.
+ * pseudo-terminal, from util-linux `script`), --log-format or FABRIC_LOG_FORMAT to choose, and run lines that name
+ * their run, NodeRun and trace. The mixin that adds the active span's ids is checked on a real service's logger.
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -174,6 +174,56 @@ describe.skipIf(!hasScript)("fabric on a terminal (util-linux `script` gives it 
     expect(listening).toHaveLength(1);
     expect(JSON.parse(listening[0])).toMatchObject({ level: 30, service: "pdp", msg: `Server listening at http://127.0.0.1:${base + 6}` });
   }, 90_000);
+});
+
+describe("--log-format", () => {
+  const stops: Output[] = [];
+  afterAll(async () => {
+    await Promise.all(stops.map((o) => o.stop()));
+  });
+
+  it.skipIf(!hasScript)("fabric dev --log-format json prints today's JSON lines on a terminal, between the banner's lines", async () => {
+    const base = await freePortBase();
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-logs-flag-"));
+    const fabric = onTerminal(["dev", "--log-format", "json", "--port-base", String(base), "--data-dir", dataDir, "--handlers", handlers], baseEnv);
+    stops.push(fabric);
+    await fabric.until("the fabric started", started, 45_000);
+    await fabric.until("the atomic executor registered", (t) => t.includes('"msg":"registered with the node registry"'));
+    await fabric.stop();
+    const logLines = fabric.lines().filter((l) => !/^(NodeFabric |\s|plugins: |store: |auth: |data: |[A-Za-z ]+: http|SIGTERM: )/.test(l));
+    expect(logLines.length).toBeGreaterThan(7);
+    const records = logLines.map((l) => {
+      expect(l.startsWith("{"), l).toBe(true);
+      return JSON.parse(l) as Record<string, unknown>;
+    });
+    expect(records.filter((r) => typeof r.msg === "string" && r.msg.startsWith("Server listening")).map((r) => r.service).sort()).toEqual(
+      ["atomic-executor", "composite-executor", "node-registry", "pdp", "run-coordinator", "run-gateway", "selection"],
+    );
+    for (const r of records) expect(typeof r.time).toBe("number");
+  }, 90_000);
+
+  it("--log-format pretty gives readable lines when piped, and the flag wins over FABRIC_LOG_FORMAT", async () => {
+    const base = await freePortBase();
+    const pretty = piped(["start", "pdp", "--log-format", "pretty", "--auth", "disabled", "--port-base", String(base)], { ...baseEnv, FABRIC_LOG_FORMAT: "json" });
+    stops.push(pretty);
+    await pretty.until("pdp started", started);
+    await pretty.stop();
+    expect(pretty.lines().filter((l) => l.includes("Server listening"))).toEqual([expect.stringMatching(/^\[[\d:.]+\] INFO: \(pdp\) Server listening at /)]);
+
+    const json = piped(["start", "pdp", "--log-format", "json", "--auth", "disabled", "--port-base", String(base)], { ...baseEnv, FABRIC_LOG_FORMAT: "pretty" });
+    stops.push(json);
+    await json.until("pdp started", started);
+    await json.stop();
+    const listening = json.lines().filter((l) => l.includes("Server listening"));
+    expect(listening).toHaveLength(1);
+    expect(JSON.parse(listening[0]!)).toMatchObject({ level: 30, service: "pdp", msg: `Server listening at http://127.0.0.1:${base + 6}` });
+
+    const bad = await runFabric(["start", "pdp", "--log-format", "yaml", "--auth", "disabled", "--port-base", String(base)], { cwd: repo, env: baseEnv });
+    // Refused by the command line, as a bad --log-level is.
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("option '--log-format <format>' argument 'yaml' is invalid");
+    expect(bad.stdout).not.toContain("Server listening");
+  }, 60_000);
 });
 
 describe("FABRIC_LOG_FORMAT", () => {

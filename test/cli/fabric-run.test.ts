@@ -72,6 +72,25 @@ describe("fabric run and fabric runs, against fabric dev", () => {
     expect(events[events.length - 1]).toMatchObject({ type: "run_completed", data: { state: "completed" } });
   });
 
+  it("needs only --gateway: the latest version comes from the registry the gateway names, and --registry overrides it", async () => {
+    // The fabric listens on free ports, not the defaults: only the gateway can say where its registry is.
+    const alone = await runFabric(["run", "demo.echo", "--input", '{"b":2}', ...gw]);
+    expect(alone.stderr).toBe("");
+    expect(alone.code).toBe(0);
+    const { events, run } = parseRunOutput(alone.stdout);
+    expect(run.extensions?.["nodefabric.outputs"]).toEqual({ echo: { b: 2 } });
+    expect(events[0]).toMatchObject({ type: "run_started", data: { root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" } } });
+
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const elsewhere = await runFabric(["run", "demo.echo", "--input", "{}", ...gw, "--registry", `http://127.0.0.1:${port}`]);
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.stderr).toMatch(/^fabric: upstream_unavailable: /);
+    expect(elsewhere.stdout).toBe("");
+  });
+
   it("takes an explicit version, an input file and a chosen run id", async () => {
     const file = path.join(dataDir, "input.json");
     writeFileSync(file, JSON.stringify({ city: "Lyon" }));

@@ -1,6 +1,7 @@
 /**
  * `fabric run <node_type_id>[@version]`: starts a run through the gateway and follows it live — a redrawn tree of
- * NodeRuns in a terminal, NDJSON events when piped — then prints the outputs or the error.
+ * NodeRuns in a terminal, NDJSON events when piped or with --json — then prints the outputs or the error.
+ * Without a version, the latest is asked of the Node Registry that the gateway names (GatewayClient.registryUrl).
  * Also registers `fabric runs …` (see runs-command.ts).
  */
 import { readFileSync } from "node:fs";
@@ -23,7 +24,7 @@ import {
   tokenOption,
   usageExit,
 } from "./run-cli-context.js";
-import { RunTreeView, TerminalTreeRenderer } from "./run-tree-view.js";
+import { RunTreeView, TerminalTreeRenderer, formatOutputs } from "./run-tree-view.js";
 import { runsCancel, runsEvents, runsGet, runsLs } from "./runs-command.js";
 
 export interface RunCommandOptions {
@@ -36,6 +37,8 @@ export interface RunCommandOptions {
   token?: string;
   /** false with --no-follow: start the run, print it, and return. */
   follow: boolean;
+  /** NDJSON events and the final run even on a terminal, as when stdout is not one. */
+  json?: boolean;
 }
 
 const ENDED: ReadonlySet<string> = new Set(["completed", "failed", "canceled"]);
@@ -108,6 +111,15 @@ export async function followRun(client: GatewayClient, runId: string, onEvent: (
   }
 }
 
+/** The outputs of a completed run, for a person: pretty, cut where long, with where to read all of them. */
+function printOutputs(run: Run): void {
+  const { lines, truncated } = formatOutputs(run.extensions?.["nodefabric.outputs"] ?? {});
+  const color = !process.env.NO_COLOR && process.stdout.hasColors?.() !== false;
+  const head = color ? "\x1b[1moutputs\x1b[0m" : "outputs";
+  const all = truncated ? `  (cut; all of them: fabric runs get ${run.run_id})` : "";
+  process.stdout.write(`${head}${color && all ? `\x1b[2m${all}\x1b[0m` : all}\n${lines.join("\n")}\n`);
+}
+
 function runError(run: Run): { code?: unknown; message?: unknown } | undefined {
   return run.extensions?.["nodefabric.error"] as { code?: unknown; message?: unknown } | undefined;
 }
@@ -127,7 +139,8 @@ export async function runCommand(target: string, opts: RunCommandOptions): Promi
 
   const auth = clientAuthOptions(clientTokenOf(opts.token));
   const gateway = new GatewayClient(gatewayUrl, auth);
-  const tty = process.stdout.isTTY === true;
+  // For a person at a terminal, unless asked for JSON; for a program (a pipe, a file, --json), today's NDJSON exactly.
+  const tty = process.stdout.isTTY === true && opts.json !== true;
   const stopFollowing = new AbortController();
   let renderer: TerminalTreeRenderer | undefined;
   let runId: string | undefined;
@@ -140,7 +153,9 @@ export async function runCommand(target: string, opts: RunCommandOptions): Promi
   try {
     let version = ref.version;
     if (version === undefined) {
-      const registry = new RegistryClient(registryUrlOf(opts.registry), auth);
+      // --registry, else the registry of the gateway's fabric (a gateway given alone is enough), else the configuration's.
+      const registryUrl = opts.registry ?? (opts.gateway !== undefined ? await gateway.registryUrl() : undefined) ?? registryUrlOf(undefined);
+      const registry = new RegistryClient(registryUrl, auth);
       try {
         version = (await registry.get(ref.nodeTypeId)).version;
       } catch (err) {
@@ -186,7 +201,7 @@ export async function runCommand(target: string, opts: RunCommandOptions): Promi
     const state: RunState = run.state;
     if (!tty) process.stdout.write(`${JSON.stringify({ run })}\n`);
     if (state === "completed") {
-      if (tty) process.stdout.write(`${JSON.stringify(run.extensions?.["nodefabric.outputs"] ?? {}, null, 2)}\n`);
+      if (tty) printOutputs(run);
       return EXIT_OK;
     }
     printRunError(runError(run), ENDED.has(state) ? state : "not_ended");
@@ -221,9 +236,13 @@ export function registerRunCommands(program: Command): void {
     .option("--input-file <file>", "read the input from a JSON file (- for stdin)")
     .addOption(gatewayOption())
     .addOption(tokenOption())
-    .option("--registry <url>", "Node Registry base URL, to find the latest version (default: from config, http://127.0.0.1:8084)")
+    .option(
+      "--registry <url>",
+      "Node Registry base URL, to find the latest version (default: the one the gateway names when --gateway is given, else from config, http://127.0.0.1:8084)",
+    )
     .option("--run-id <id>", "choose the run id (repeating a start with the same id and request is idempotent)")
     .option("--no-follow", "start the run, print it, and return without following it")
+    .option("--json", "print the events as NDJSON and then the run, as when stdout is not a terminal (default on a terminal: a live tree of the NodeRuns, then the outputs)")
     .exitOverride(usageExit)
     .action(async (target: string, opts: RunCommandOptions) => {
       process.exitCode = await runCommand(target, opts);

@@ -1,6 +1,8 @@
 /**
  * The live view of `fabric run` in a terminal: the run's NodeRuns as a tree (indented by parent), each with its
- * node type, state and duration, redrawn in place with ANSI cursor movement as events arrive.
+ * node type, state and duration, redrawn in place with ANSI cursor movement as events arrive; above it, one line for
+ * each thing a person wants to read back (a retry, a progress message, an approval, a failure); below it at the end,
+ * the outputs (formatOutputs).
  */
 import type { RunEvent } from "@nodefabric/schemas";
 import { clock } from "../clock.js";
@@ -45,12 +47,20 @@ function refText(ref: unknown): string | undefined {
 /** One piece of a line, optionally coloured (an SGR code). */
 type Part = [text: string, sgr?: number];
 
-/** Joins parts into one line no wider than `width` columns, colouring only when asked. */
+/** Control characters: a line break would throw the redraw's line count off, an escape sequence would reach the terminal. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/**
+ * Joins parts into one line no wider than `width` columns, colouring only when asked. What handlers wrote (messages,
+ * error texts) is shown with its control characters as spaces.
+ */
 function fit(parts: Part[], width: number, color: boolean): string {
   let room = Math.max(1, width);
   let out = "";
-  for (const [text, sgr] of parts) {
+  for (const [raw, sgr] of parts) {
     if (room <= 0) break;
+    const text = raw.replace(CONTROL, " ");
     const chars = Array.from(text);
     let piece = chars.length > room ? chars.slice(0, Math.max(0, room - 1)).join("") + "…" : text;
     room -= Math.min(chars.length, room);
@@ -60,6 +70,28 @@ function fit(parts: Part[], width: number, color: boolean): string {
   return out;
 }
 
+/** The local time of day of an event, HH:MM:SS. */
+function clockTime(t: number): string {
+  const d = new Date(t);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+}
+
+/** An error object's `code: message`, or what there is of it. */
+function errorText(error: unknown): string | undefined {
+  const e = error as { code?: unknown; message?: unknown } | undefined;
+  const code = typeof e?.code === "string" ? e.code : undefined;
+  const message = typeof e?.message === "string" ? e.message : undefined;
+  return code && message ? `${code}: ${message}` : (code ?? message);
+}
+
+/** A line for the record: when, which NodeRun, what happened (coloured as its state). */
+interface Message {
+  time: number;
+  node: string;
+  text: string;
+  sgr?: number;
+}
+
 /** The state of one run as learnt from its events, and its rendering as lines. */
 export class RunTreeView {
   runState = "queued";
@@ -67,6 +99,9 @@ export class RunTreeView {
   private runEndedAt?: number;
   private readonly nodes = new Map<string, NodeRow>();
   private readonly roots: string[] = [];
+  private messages: Message[] = [];
+  /** The last progress message recorded per NodeRun, so a repeated one is not recorded again. */
+  private readonly lastProgress = new Map<string, string>();
 
   constructor(readonly runId: string) {}
 
@@ -79,6 +114,20 @@ export class RunTreeView {
       this.roots.push(id);
     }
     return r;
+  }
+
+  private record(r: NodeRow, t: number, text: string, sgr?: number): void {
+    this.messages.push({ time: t, node: r.type, text, sgr });
+  }
+
+  /**
+   * The lines recorded since the last call (`HH:MM:SS  <node type>  <what happened>`), each at most `width` columns:
+   * printed once, above the tree.
+   */
+  takeMessages(width: number, color: boolean): string[] {
+    const taken = this.messages;
+    this.messages = [];
+    return taken.map((m) => fit([[clockTime(m.time), 2], ["  "], [m.node, 1], ["  "], [m.text, m.sgr]], width, color));
   }
 
   /** Learns from one event. */
@@ -117,28 +166,50 @@ export class RunTreeView {
         r.note = undefined;
         if (this.runState === "queued") this.runState = "running";
         return;
-      case "node_run_retrying":
+      case "node_run_retrying": {
         if (TERMINAL.has(r.state)) return;
         r.state = "queued";
         r.note = typeof data.attempt === "number" ? `retry, attempt ${data.attempt}` : "retrying";
+        const why = data.reason === "lease_expired" ? "its executor's lease expired" : errorText(data.error);
+        const wait = typeof data.delay_ms === "number" ? ` in ${formatDuration(data.delay_ms)}` : "";
+        this.record(r, t, `retrying${wait}${typeof data.attempt === "number" ? ` (attempt ${data.attempt})` : ""}${why ? `: ${why}` : ""}`, 33);
         return;
+      }
       case "node_run_progress": {
         if (TERMINAL.has(r.state)) return;
         const of = typeof data.total === "number" ? `/${data.total}` : "";
-        r.note = typeof data.message === "string" ? data.message : typeof data.progress === "number" ? `progress ${data.progress}${of}` : undefined;
+        const count = typeof data.progress === "number" ? `${data.progress}${of}` : undefined;
+        r.note = typeof data.message === "string" ? data.message : count !== undefined ? `progress ${count}` : undefined;
+        if (typeof data.message === "string" && this.lastProgress.get(r.id) !== data.message) {
+          this.lastProgress.set(r.id, data.message);
+          this.record(r, t, count !== undefined ? `${data.message} (${count})` : data.message);
+        }
         return;
       }
-      case "approval_requested":
-        r.note = typeof data.approval_id === "string" ? `awaiting approval ${data.approval_id}` : "awaiting approval";
+      case "approval_requested": {
+        const id = typeof data.approval_id === "string" ? data.approval_id : undefined;
+        r.note = id ? `awaiting approval ${id}` : "awaiting approval";
+        this.record(r, t, `awaits approval${id ? ` ${id}` : ""}${typeof data.message === "string" ? `: ${data.message}` : ""}`, 33);
         return;
-      case "approval_resolved":
+      }
+      case "approval_resolved": {
         r.note = typeof data.decision === "string" ? `approval ${data.decision}` : undefined;
+        const reason = typeof data.reason === "string" ? `: ${data.reason}` : "";
+        this.record(r, t, `approval ${typeof data.decision === "string" ? data.decision : "resolved"}${reason}`, data.decision === "approved" ? 32 : 33);
         return;
+      }
+      case "recovery_applied": {
+        const action = (data.recovery_action as { type?: unknown } | undefined)?.type;
+        this.record(r, t, `recovery applied${typeof action === "string" ? `: ${action}` : ""}`, 33);
+        return;
+      }
       case "node_run_completed": {
         r.state = typeof data.state === "string" ? data.state : "completed";
         r.endedAt = t;
         const code = (data.error as { code?: unknown } | undefined)?.code;
         r.note = typeof code === "string" ? code : undefined;
+        const why = errorText(data.error);
+        if (r.state !== "completed" && why) this.record(r, t, `${r.state}: ${why}`, COLOR[r.state]);
         return;
       }
       default:
@@ -163,7 +234,11 @@ export class RunTreeView {
     for (const id of this.roots) visit(id, 0);
 
     const runMs = this.runStartedAt === undefined ? 0 : (this.runEndedAt ?? now) - this.runStartedAt;
-    const out = [fit([["run ", 1], [this.runId, 1], ["  "], [this.runState, COLOR[this.runState]], [`  ${formatDuration(runMs)}`, 2]], width, color)];
+    // On a narrow terminal the run id is cut, so that its state and duration stay in sight.
+    const after = `  ${this.runState}  ${formatDuration(runMs)}`;
+    const idRoom = width - "run ".length - after.length;
+    const id = this.runId.length > idRoom && idRoom >= 6 ? `${this.runId.slice(0, idRoom - 1)}…` : this.runId;
+    const out = [fit([["run ", 1], [id, 1], ["  "], [this.runState, COLOR[this.runState]], [`  ${formatDuration(runMs)}`, 2]], width, color)];
 
     const labels = ordered.map(({ row, depth }) => `${"  ".repeat(depth + 1)}${ICON[row.state] ?? "?"} ${row.type}`);
     const labelWidth = Math.min(Math.max(0, ...labels.map((l) => Array.from(l).length)), Math.floor(width / 2));
@@ -230,10 +305,63 @@ export class TerminalTreeRenderer {
   private draw(): void {
     const width = Math.max(20, (this.out.columns || 80) - 1);
     const height = Math.max(3, (this.out.rows || 24) - 1);
+    // What was recorded since the last draw stays where it is written; the tree below it is drawn again each time.
+    const record = this.view.takeMessages(width, this.color);
     const lines = this.view.lines(clock.now(), width, height, this.color);
-    // Back to the first line drawn last time, clear everything below, draw again.
-    const up = this.drawn > 0 ? `\x1b[${this.drawn}F` : "";
-    this.out.write(`${up}\x1b[J${lines.join("\n")}\n`);
+    // Back to the first line drawn last time (cursor up, then to column 1: CUU and CR, which every terminal knows),
+    // clear everything below, draw again.
+    const up = this.drawn > 0 ? `\x1b[${this.drawn}A\r` : "";
+    this.out.write(`${up}\x1b[J${[...record, ...lines].join("\n")}\n`);
     this.drawn = lines.length;
   }
+}
+
+/** How much of a run's outputs `fabric run` prints on a terminal; the rest is one `fabric runs get` away. */
+export interface OutputLimits {
+  /** Lines of pretty-printed JSON (default 60). */
+  maxLines?: number;
+  /** Characters of one string value (default 300). */
+  maxString?: number;
+  /** Items of one array, or keys of one object (default 20). */
+  maxItems?: number;
+  /** Levels of nesting shown; deeper values become `{…}` or `[…]` (default 6). */
+  maxDepth?: number;
+}
+
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+
+/** A copy of `value` with long strings, long arrays, many keys and deep nesting cut, each cut saying how much. */
+function shorten(value: unknown, l: Required<OutputLimits>, depth: number): unknown {
+  if (typeof value === "string") {
+    const chars = Array.from(value);
+    return chars.length > l.maxString ? `${chars.slice(0, l.maxString).join("")}… (${count(chars.length - l.maxString, "more character")})` : value;
+  }
+  if (Array.isArray(value)) {
+    if (depth >= l.maxDepth) return value.length === 0 ? [] : `[… ${count(value.length, "item")}]`;
+    const kept = value.slice(0, l.maxItems).map((v) => shorten(v, l, depth + 1));
+    return value.length > l.maxItems ? [...kept, `… ${count(value.length - l.maxItems, "more item")}`] : kept;
+  }
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value);
+    if (depth >= l.maxDepth) return entries.length === 0 ? {} : `{… ${count(entries.length, "key")}}`;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of entries.slice(0, l.maxItems)) out[k] = shorten(v, l, depth + 1);
+    if (entries.length > l.maxItems) out["…"] = count(entries.length - l.maxItems, "more key");
+    return out;
+  }
+  return value;
+}
+
+/**
+ * A run's outputs for a person: pretty-printed JSON, with long strings, arrays and objects cut and at most
+ * `maxLines` lines; `truncated` says whether anything was left out.
+ */
+export function formatOutputs(outputs: unknown, limits: OutputLimits = {}): { lines: string[]; truncated: boolean } {
+  const l: Required<OutputLimits> = { maxLines: 60, maxString: 300, maxItems: 20, maxDepth: 6, ...limits };
+  const full = JSON.stringify(outputs ?? {}, null, 2);
+  const text = JSON.stringify(shorten(outputs ?? {}, l, 0), null, 2);
+  const lines = text.split("\n");
+  if (lines.length <= l.maxLines) return { lines, truncated: text !== full };
+  const kept = lines.slice(0, l.maxLines - 1);
+  return { lines: [...kept, `… ${count(lines.length - kept.length, "more line")}`], truncated: true };
 }

@@ -33,6 +33,9 @@ export interface RunEventsOptions {
 const seg = encodeURIComponent;
 const DEFAULT_TIMEOUT_MS = 30_000;
 
+/** The extension of the gateway's GET /v1/health that names its fabric's Node Registry (a base URL). */
+export const REGISTRY_URL_EXTENSION = "nodefabric.registry_url";
+
 /** Talks to a Run Gateway over HTTP. */
 export class GatewayClient {
   readonly http: HttpClient;
@@ -51,6 +54,19 @@ export class GatewayClient {
     if (res.status !== 200) throw errorFromResponse(this.http.baseUrl, res.status, res.body, res.headers);
     const applied = res.headers["preference-applied"];
     return { run: res.body, preferenceApplied: typeof applied === "string" ? applied : undefined };
+  }
+
+  /**
+   * The base URL of the Node Registry of the gateway's fabric, as its GET /v1/health names it; undefined when the
+   * gateway names none (an older gateway) or cannot say.
+   */
+  async registryUrl(): Promise<string | undefined> {
+    type Health = { extensions?: Record<string, unknown> };
+    const res = await this.http.request<Health & { error?: { details?: { health?: Health } } }>("GET", "/v1/health", undefined, { timeoutMs: 5_000 });
+    // A gateway that is down (503) still says who it is, in the envelope's details.
+    const health = res.status === 200 ? res.body : res.status === 503 ? res.body?.error?.details?.health : undefined;
+    const url = health?.extensions?.[REGISTRY_URL_EXTENSION];
+    return typeof url === "string" && /^https?:\/\//.test(url) ? url : undefined;
   }
 
   /** The Run as it stands. */

@@ -41,6 +41,8 @@ export interface ServiceOptions {
   limits?: ServiceLimits;
   /** Contributes the `checks` of GET /v1/health. */
   health?: () => HealthCheck[] | Promise<HealthCheck[]>;
+  /** Contributes `extensions` of GET /v1/health, beside the service's name and authentication. */
+  healthExtensions?: () => Record<string, unknown>;
   /** How callers are authenticated (default: disabled). */
   auth?: InboundAuthOptions;
 }
@@ -330,7 +332,7 @@ export function createService(options: ServiceOptions): FastifyInstance {
     // Useful to an operator, but no absolute file path: where this machine keeps its data and keys is nobody's business.
     const checks = withoutFilePaths(options.health ? await options.health() : []);
     const status: HealthStatus = checks.some((c) => c.status === "down") ? "down" : checks.some((c) => c.status === "degraded") ? "degraded" : "ok";
-    const health = { status, time: clock.isoNow(), checks, extensions: { "nodefabric.service": options.name, "nodefabric.auth": authInfo } };
+    const health = { status, time: clock.isoNow(), checks, extensions: { "nodefabric.service": options.name, "nodefabric.auth": authInfo, ...options.healthExtensions?.() } };
     if (status === "down") {
       return sendError(reply, new FabricError("unavailable", `${options.name} is down`, { details: { health }, headers: { "retry-after": "5" } }));
     }

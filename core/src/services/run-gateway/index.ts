@@ -16,6 +16,7 @@ import { pipeEvents } from "./event-pipe.js";
 import { coordinatorCheck } from "./coordinator-health.js";
 import { CoordinatorPool } from "./coordinator-pool.js";
 import { exposeObservables } from "../../observe/observables.js";
+import { REGISTRY_URL_EXTENSION } from "../../clients/gateway-client.js";
 
 export interface RunGatewayOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
@@ -42,6 +43,11 @@ export interface RunGatewayOptions extends ServiceSecurityOptions {
    * then used only for event streams (which still open on a live one of them).
    */
   coordinator?: CoordinatorApi;
+  /**
+   * The base URL of this fabric's Node Registry, told to clients in GET /v1/health (`nodefabric.registry_url`), so
+   * `fabric run --gateway <url>` finds the latest version of a node type without being told where the registry is.
+   */
+  registryUrl?: string;
 }
 
 const seg = encodeURIComponent;
@@ -66,6 +72,7 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
     logger: options.logger,
     maxInFlight: options.maxInFlight,
     health: async () => [coordinatorCheck(await coordinator.health(healthTimeoutMs))],
+    healthExtensions: options.registryUrl ? () => ({ [REGISTRY_URL_EXTENSION]: options.registryUrl }) : undefined,
     auth: options.auth,
     limits: options.limits,
   });
