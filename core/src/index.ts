@@ -8,6 +8,10 @@ export { clock, setClock, type Clock } from "./clock.js";
 export { newId } from "./ids.js";
 export { SERVICE_VERSION } from "./version.js";
 export { loadConfig, serviceUrl, servicePort, ConfigError, CONFIG_SCHEMA, type FabricConfig } from "./config.js";
+export { FABRIC_SETTINGS } from "./settings/fabric-settings.js";
+export { ENVIRONMENT_SETTINGS } from "./settings/environment-settings.js";
+// The settings-table helper, for plugins (which depend on core, not on the SDK) to describe their own settings.
+export { defineSettings, setting, SettingsError, isSettingsTable, type SettingsTable, type SettingsValues } from "@nodefabric/sdk";
 export { startFabric, buildService, type RunningFabric, type RunningService, type StartFabricOptions } from "./fabric.js";
 export { HttpClient, type HttpClientOptions } from "./clients/http-client.js";
 export { RegistryClient } from "./clients/registry-client.js";

@@ -111,3 +111,47 @@ describe("auth configuration", () => {
     expect(security.forService("pdp").auth?.mode).toBe("required");
   });
 });
+
+describe("one table of settings", () => {
+  it("checks the llm section as @nodefabric/handler-llm reads it", () => {
+    const d = dir();
+    writeFileSync(
+      path.join(d, "fabric.config.json"),
+      JSON.stringify({ llm: { default_profile: "x", profiles: { x: { base_url: "https://llm.example/v1", model: "m", structured_output: "yaml", colour: 1 } }, prices: { m: { input_per_million: -1 } }, extra: true } }),
+    );
+    let message = "";
+    try {
+      loadConfig({ cwd: d, env: {} });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain("llm.extra: unknown option");
+    expect(message).toContain("llm.profiles.x.colour: unknown option");
+    expect(message).toContain("llm.profiles.x.structured_output: must be one of json_schema, json_object, tool");
+    expect(message).toContain("llm.prices.m: must have required property 'output_per_million'");
+    expect(message).toContain("llm.prices.m.input_per_million: must be >= 0");
+  });
+
+  it("reads every variable of the table, nested where the option is", async () => {
+    const { configFromEnv, DEFAULT_CONFIG, FABRIC_SETTINGS } = await import("../src/config.js");
+    expect(DEFAULT_CONFIG).toEqual(FABRIC_SETTINGS.defaults());
+    expect(
+      configFromEnv({
+        FABRIC_COORDINATOR_PUBLIC_URL: "http://10.0.0.7:8081",
+        FABRIC_EXECUTOR_SECRET_HOSTS_API_KEY: "api.example.com, *.example.org",
+        FABRIC_EXECUTOR_EGRESS_ALLOW_PRIVATE: "true",
+        FABRIC_LIMITS_MAX_STREAMS: "7",
+        FABRIC_PDP_URL: "http://pdp:8086",
+        FABRIC_POLICY_CHECKS: "maybe",
+        FABRIC_HOST: "",
+      }),
+    ).toEqual({
+      coordinator: { public_url: "http://10.0.0.7:8081" },
+      executor: { egress: { allow_private: true }, secret_hosts: { API_KEY: ["api.example.com", "*.example.org"] } },
+      limits: { max_streams: 7 },
+      services: { pdp: { url: "http://pdp:8086" } },
+      policy_checks: "maybe",
+    });
+    expect(() => loadConfig({ cwd: dir(), env: { FABRIC_POLICY_CHECKS: "maybe" } })).toThrow(/policy_checks: must be boolean/);
+  });
+});

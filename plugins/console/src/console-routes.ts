@@ -10,8 +10,7 @@ import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import { findPublicDir } from "./public-dir.js";
 import { OidcOrigins } from "./oidc-origins.js";
 import { STATIC_SECURITY_HEADERS, contentSecurityPolicy, originOf } from "./security-headers.js";
-import { traceUrlTemplate } from "./trace-url.js";
-import { redactRules } from "./redact-rule.js";
+import { redactRules, traceUrlTemplate } from "./settings.js";
 
 export interface ConsoleRoutesOptions {
   /** Given by the fabric (see docs/plugins.md). */

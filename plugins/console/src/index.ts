@@ -10,7 +10,8 @@ import { registryCors } from "./registry-cors.js";
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { name: string; version: string };
 
 export { consoleRoutes, consoleConfig, type ConsoleConfigBody, type ConsoleRoutesOptions } from "./console-routes.js";
-export { traceUrlTemplate, TRACE_URL_VARIABLE } from "./trace-url.js";
+export { TRACE_URL_VARIABLE } from "./trace-url.js";
+export { CONSOLE_SETTINGS, traceUrlTemplate } from "./settings.js";
 export { registryCors, allowedOrigins, type RegistryCorsOptions } from "./registry-cors.js";
 export { contentSecurityPolicy } from "./security-headers.js";
 

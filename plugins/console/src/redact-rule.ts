@@ -14,10 +14,10 @@ export const REDACT_VARIABLE = "FABRIC_CONSOLE_REDACT";
 const MAX_RULES = 50;
 const MAX_LENGTH = 1000;
 
-/** The expressions in the environment ([] when unset or empty); throws a sentence naming the variable when one is bad. */
-export function redactRules(env: NodeJS.ProcessEnv): string[] {
-  const raw = env[REDACT_VARIABLE]?.trim();
-  if (!raw) return [];
+/** The expressions in a variable's text (undefined when blank; CONSOLE_SETTINGS reads the variable); throws a sentence naming the variable when one is bad. */
+export function parseRedactRules(text: string): string[] | undefined {
+  const raw = text.trim();
+  if (!raw) return undefined;
   let rules: unknown = raw;
   if (raw.startsWith("[")) {
     try {

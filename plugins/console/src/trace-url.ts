@@ -10,13 +10,12 @@ export const TRACE_URL_VARIABLE = "FABRIC_CONSOLE_TRACE_URL";
 export const TRACE_ID_PLACEHOLDER = "{trace_id}";
 
 /**
- * The trace URL template from the environment, or null when the variable is unset or empty. Throws a sentence naming
- * the variable when it is not an absolute http(s) URL holding `{trace_id}`.
+ * The trace URL template in a variable's text, or undefined when it is blank (CONSOLE_SETTINGS reads the variable).
+ * Throws a sentence naming the variable when it is not an absolute http(s) URL holding `{trace_id}`.
  */
-export function traceUrlTemplate(env: NodeJS.ProcessEnv): string | null {
-  const raw = env[TRACE_URL_VARIABLE];
-  const value = raw?.trim();
-  if (!value) return null;
+export function parseTraceUrl(raw: string): string | undefined {
+  const value = raw.trim();
+  if (!value) return undefined;
   const bad = (why: string) => new Error(`${TRACE_URL_VARIABLE}=${JSON.stringify(raw)} ${why}; for example ${TRACE_URL_VARIABLE}=http://127.0.0.1:16686/trace/${TRACE_ID_PLACEHOLDER}`);
   let url: URL;
   try {

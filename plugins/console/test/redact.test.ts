@@ -6,7 +6,8 @@
  */
 import { describe, it, expect, afterEach } from "vitest";
 import { call } from "../../../core/test/support/gateway-http.js";
-import { REDACT_VARIABLE, redactRules } from "../src/redact-rule.js";
+import { REDACT_VARIABLE } from "../src/redact-rule.js";
+import { redactRules } from "../src/settings.js";
 import { llmCallOf, redactor, REDACTED } from "../web/src/redact.js";
 import { startConsoleFabric } from "./support/console-fabric.js";
 

@@ -5,7 +5,8 @@
  */
 import { describe, it, expect, afterEach } from "vitest";
 import { call } from "../../../core/test/support/gateway-http.js";
-import { TRACE_URL_VARIABLE, traceUrlTemplate } from "../src/trace-url.js";
+import { TRACE_URL_VARIABLE } from "../src/trace-url.js";
+import { traceUrlTemplate } from "../src/settings.js";
 import { traceHref } from "../web/src/format.js";
 import { startConsoleFabric } from "./support/console-fabric.js";
 

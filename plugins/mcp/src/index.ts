@@ -10,7 +10,7 @@ import { mcpSettings } from "./settings.js";
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { name: string; version: string };
 
 export { mcpRoutes, type McpRoutesOptions } from "./mcp-routes.js";
-export { mcpSettings, type McpSettings } from "./settings.js";
+export { MCP_SETTINGS, mcpSettings, type McpSettings } from "./settings.js";
 export { toolOf, annotationsOf, resultOfRun } from "./tools.js";
 
 // The banner's line follows FABRIC_MCP_PATH; a path that is not valid stops the start with the reason.

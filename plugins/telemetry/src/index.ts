@@ -12,9 +12,11 @@ import fp from "fastify-plugin";
 import { ConfigError, definePlugin, SERVICE_NAMES, type PluginServiceContext, type ServiceName } from "@nodefabric/core";
 import { FabricMetrics } from "./metrics.js";
 import { startTracing, stopTracing, type TracingSettings } from "./tracing.js";
+import { TELEMETRY_SETTINGS } from "./settings.js";
 
 export { METRICS, MAX_LABEL_VALUES, type MetricSpec, type MetricType } from "./catalogue.js";
 export { tracingSettings, flushTracing, type TracingSettings } from "./tracing.js";
+export { TELEMETRY_SETTINGS } from "./settings.js";
 
 const VERSION = "0.1.0";
 const PLUGIN_NAME = "@nodefabric/plugin-telemetry";
@@ -24,13 +26,10 @@ let metrics: FabricMetrics | undefined;
 let metricsServer: Server | undefined;
 let services = 0;
 
-/** Reads FABRIC_METRICS_PORT / FABRIC_METRICS_HOST; throws a sentence when the port is not one. */
+/** Reads FABRIC_METRICS_PORT / FABRIC_METRICS_HOST (TELEMETRY_SETTINGS); throws a sentence when the port is not one. */
 export function metricsPortSettings(env: NodeJS.ProcessEnv = process.env): { port: number; host: string } | undefined {
-  const raw = env.FABRIC_METRICS_PORT?.trim();
-  if (!raw) return undefined;
-  const port = Number(raw);
-  if (!/^\d+$/.test(raw) || port > 65535) throw new Error(`FABRIC_METRICS_PORT=${JSON.stringify(raw)} is not a port number (0 to 65535)`);
-  return { port, host: env.FABRIC_METRICS_HOST?.trim() || "127.0.0.1" };
+  const { metricsPort, metricsHost } = TELEMETRY_SETTINGS.read(env);
+  return metricsPort === undefined ? undefined : { port: metricsPort, host: metricsHost };
 }
 
 /** The address of the process's metrics port, once it listens (tests, the banner). */
