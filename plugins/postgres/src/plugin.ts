@@ -3,7 +3,7 @@
  * `postgresql://` store URLs (each opens its own pool and migrates the database first), and the
  * `fabric postgres migrate` command, which brings a database up to this release's schema.
  */
-import { definePlugin, type CommandTools, type StoreOpenOptions } from "@nodefabric/core";
+import { definePlugin, FABRIC_SETTINGS, type CommandTools, type StoreOpenOptions } from "@nodefabric/core";
 import pg from "pg";
 import { migrate } from "./pg-migrate.js";
 import { MigrationError } from "./migrate.js";
@@ -53,7 +53,8 @@ function migrateCommand({ Command }: CommandTools) {
     .option("--store <url>", "the database, postgres://user@host:port/db (default: $FABRIC_STORE_URL)")
     .option("--schema <name>", "the schema to migrate, created when missing (default: the connection's search_path)")
     .action(async (opts: { store?: string; schema?: string }) => {
-      const url = opts.store ?? process.env.FABRIC_STORE_URL;
+      // The fabric's own store.url variable, read as its settings table says.
+      const url = opts.store ?? FABRIC_SETTINGS.fromEnv(process.env, { invalid: "keep" }).store?.url;
       if (!url) {
         process.stderr.write("fabric postgres migrate: give the database with --store postgres://… or FABRIC_STORE_URL\n");
         process.exitCode = 2;
