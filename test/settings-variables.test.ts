@@ -90,7 +90,16 @@ describe("docs and code name the same FABRIC_* variables", async () => {
       // environment-only one), each variable's name is in the code outside the table.
       const readers = [...sources].filter(([f, text]) => f !== file && new RegExp(`\\b${exportName}\\s*\\.\\s*(fromEnv|read)\\(`).test(text));
       const ownRead = new RegExp(`\\b${exportName}\\s*\\.\\s*(fromEnv|read)\\(`).test(sources.get(file) ?? "");
-      if (readers.length > 0 || ownRead) continue;
+      if (readers.length > 0 || ownRead) {
+        // Read through the table: each setting with a variable is used by name somewhere (its definition aside).
+        for (const row of table.rows().filter((r) => r.env)) {
+          const key = row.path.split(".").filter((p) => p !== "<NAME>").pop()!;
+          const pattern = new RegExp(`(?<![\\w-])${key.replace(/[-]/g, "\\-")}(?![\\w-])`, "g");
+          const uses = [...sources].reduce((n, [, text]) => n + (text.match(pattern)?.length ?? 0), 0);
+          if (uses < 2) problems.push(`${table.title}: ${row.path} (${row.env}) is declared but no code uses it`);
+        }
+        continue;
+      }
       for (const v of table.variables()) {
         const used = [...sources].some(([f, text]) => f !== file && text.includes(v));
         if (!used) problems.push(`${table.title}: ${v} is declared but no code reads it`);
