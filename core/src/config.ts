@@ -7,15 +7,15 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import type { ServiceName } from "./http/service-names.js";
+import type { ServiceName } from "./service-names.js";
 import { parseSqliteDriver } from "./store/sqlite-driver.js";
 import { parseSqliteWriter } from "./store/sqlite-writer-thread.js";
-import { ConfigError } from "./settings/config-error.js";
+import { ConfigError } from "./config-error.js";
 import { configFromEnv } from "./settings/config-env.js";
 import { checkAuthConfig, checkEgressConfig, checkGatewayCoordinators, validateConfig } from "./settings/config-checks.js";
 import { DEFAULT_CONFIG, type FabricConfig, type PartialConfig } from "./settings/fabric-settings.js";
 
-export { ConfigError } from "./settings/config-error.js";
+export { ConfigError } from "./config-error.js";
 export { configFromEnv } from "./settings/config-env.js";
 export { validateConfig } from "./settings/config-checks.js";
 export { isLoopbackHost, serviceLimits, servicePort, serviceUrl } from "./settings/service-addresses.js";

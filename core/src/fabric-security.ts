@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { ConfigError, isLoopbackHost, servicePort, serviceUrl, type FabricConfig } from "./config.js";
 import { TokenVerifier, type KeySource } from "./http/token-verifier.js";
 import type { InboundAuthOptions, ServiceSecurityOptions } from "./http/auth-plugin.js";
-import type { ServiceName } from "./http/service-names.js";
+import type { ServiceName } from "./service-names.js";
 import { ClientCredentialsServiceTokens, SignedServiceTokens, SigningKeyFile, type ServiceTokens } from "./clients/service-tokens.js";
 import { AssignmentTokens, loadOrCreateAssignmentSecret } from "./engine/assignment-tokens.js";
 

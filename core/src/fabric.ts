@@ -16,8 +16,9 @@ import { loadHandlers, withDefinitions, type LoadedHandlers } from "./services/a
 import type { Dispatcher } from "undici";
 import type { FabricDefinition } from "@nodefabric/sdk";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
+import { COORDINATOR_API } from "./services/run-coordinator/coordinator-api.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
-import { inProcessApi, type AtomicExecutorApi } from "./in-process.js";
+import { ATOMIC_EXECUTOR_API, PDP_API, inProcessApi, type AtomicExecutorApi } from "./in-process.js";
 import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
 import { secretsFromEnv } from "@nodefabric/sdk/runtime";
 import type { EgressOptions } from "./services/atomic-executor/egress-policy.js";
@@ -249,7 +250,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
     {
       const executors = new Map<string, AtomicExecutorApi>();
       for (const s of local) {
-        const api = inProcessApi(s.app, "atomic-executor");
+        const api = inProcessApi(s.app, ATOMIC_EXECUTOR_API);
         if (api) executors.set(new URL(s.url).origin, api);
       }
       const pdp = inProcessPdp(local);
@@ -284,7 +285,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         ...secured,
         logger,
         coordinatorUrls: config.gateway?.coordinators ?? [serviceUrl(config, "run-coordinator")],
-        coordinator: coordinatorApp ? inProcessApi(coordinatorApp, "run-coordinator") : undefined,
+        coordinator: coordinatorApp ? inProcessApi(coordinatorApp, COORDINATOR_API) : undefined,
         registryUrl: serviceUrl(config, "node-registry").replace(/\/+$/, ""),
       });
     }
@@ -298,7 +299,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
 /** The PDP of this process, called in process, when it runs here. */
 function inProcessPdp(local: LocalServices) {
   const pdpApp = local.find((s) => s.name === "pdp")?.app;
-  return pdpApp ? inProcessApi(pdpApp, "pdp") : undefined;
+  return pdpApp ? inProcessApi(pdpApp, PDP_API) : undefined;
 }
 
 const START_ORDER: readonly ServiceName[] = ["node-registry", "pdp", "selection", "atomic-executor", "composite-executor", "run-coordinator", "run-gateway"];

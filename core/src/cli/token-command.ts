@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { SignJWT, importJWK } from "jose";
-import { SERVICE_NAMES } from "../http/service-names.js";
+import { SERVICE_NAMES } from "../service-names.js";
 import { SCOPES, SERVICE_ONLY_SCOPES, audienceOf } from "../http/auth-scopes.js";
 import { readSigningKey } from "../clients/service-tokens.js";
 import { clock } from "../clock.js";

@@ -4,7 +4,7 @@
  */
 import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, CompositeBeginResponse } from "@nodefabric/schemas";
 import { HttpClient, MAX_EXECUTOR_ANSWER_BYTES } from "./http-client.js";
-import type { ExecutorCaller } from "../engine/run-engine.js";
+import type { ExecutorCaller } from "../engine-ports.js";
 import type { AtomicExecutorApi } from "../in-process.js";
 import type { ServiceTokens } from "./service-tokens.js";
 

@@ -3,7 +3,7 @@
  */
 import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { HttpClient, type HttpClientOptions } from "./http-client.js";
-import type { PolicyClient } from "../engine/run-engine.js";
+import type { PolicyClient } from "../engine-ports.js";
 
 /** Asks a PDP over HTTP; throws when it cannot be reached or answers an error. */
 export class HttpPolicyClient implements PolicyClient {

@@ -3,6 +3,7 @@
  */
 import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
 import { FabricError } from "../http/errors.js";
+import type { NodeTypeDirectory } from "../engine-ports.js";
 import { HttpClient, errorFromResponse, type HttpClientOptions } from "./http-client.js";
 
 /** What an executor tells the registry's directory about itself (`PUT /v1/executors/{id}`, an extension). */
@@ -51,7 +52,7 @@ export function executorTtlOf(headers: Record<string, string | string[] | undefi
 }
 
 /** Talks to a Node Registry over HTTP. */
-export class RegistryClient {
+export class RegistryClient implements NodeTypeDirectory {
   readonly http: HttpClient;
 
   constructor(baseUrl: string, options?: HttpClientOptions) {

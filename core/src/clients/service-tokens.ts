@@ -11,7 +11,7 @@ import { SignJWT, importJWK, type JWK, type CryptoKey } from "jose";
 import { request } from "undici";
 import { FabricError } from "../http/errors.js";
 import { audienceOf, outboundScopes } from "../http/auth-scopes.js";
-import type { ServiceName } from "../http/service-names.js";
+import type { ServiceName } from "../service-names.js";
 import { EXECUTOR_BINDING_CLAIM, executorBinding, type ServiceTokens } from "../http/outbound-tokens.js";
 import { clock } from "../clock.js";
 import { trackCache } from "../observe/caches.js";

@@ -1,20 +1,10 @@
 /**
- * What the coordinator's engine is given and what its parts share: the ports it calls (PDP, executors, logger), its
- * options, who is calling, and the small pure helpers every part builds events and errors with.
+ * What the coordinator's engine is given and what its parts share: its logger and options, who is calling, and the
+ * small pure helpers every part builds events and errors with. The ports it calls (PDP, executors, the registry's
+ * directory) are a floor below, in engine-ports.ts, so the clients implement them without importing the engine.
  */
 import { createHash } from "node:crypto";
-import type {
-  AtomicExecuteRequest,
-  AtomicExecuteResult,
-  CandidateSet,
-  CompositeBeginRequest,
-  CompositeBeginResponse,
-  FabricErrorBody,
-  NodeType,
-  PolicyDecision,
-  PolicyDecisionRequest,
-  RunEvent,
-} from "@nodefabric/schemas";
+import type { CandidateSet, FabricErrorBody, NodeType, RunEvent } from "@nodefabric/schemas";
 import { clock } from "../clock.js";
 import { canonicalJson } from "../canonical-json.js";
 import { FabricError } from "../http/errors.js";
@@ -22,23 +12,9 @@ import type { FailureCode } from "../http/failure-codes.js";
 import { TERMINAL_STATES, type NewRunEvent, type NodeRunRecord, type RunRecord, type RunStore } from "../store/run-store.js";
 import type { NodeTypeResolver } from "./node-type-resolver.js";
 import type { AssignmentTokens } from "./assignment-tokens.js";
+import type { ExecutorCaller, PolicyClient } from "../engine-ports.js";
 
-/** Asks the PDP; throws when it cannot be reached. */
-export interface PolicyClient {
-  decide(request: PolicyDecisionRequest): Promise<PolicyDecision>;
-}
-
-/** Sends work to executors. */
-export interface ExecutorCaller {
-  /** Executes an atomic NodeRun; throws a FabricError for transport failures and non-2xx answers. */
-  execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult>;
-  /** Asks an atomic executor to cancel a NodeRun in flight; never throws. */
-  cancel(endpoint: string, nodeRunId: string): Promise<void>;
-  /** Hands a composite NodeRun to a composite executor; throws a FabricError for transport failures and non-2xx. */
-  begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse>;
-  /** Asks a composite executor to stop driving a NodeRun; never throws. */
-  cancelComposite(endpoint: string, nodeRunId: string): Promise<void>;
-}
+export type { ExecutorCaller, PolicyClient } from "../engine-ports.js";
 
 export interface Logger {
   info(obj: unknown, msg?: string): void;

@@ -6,7 +6,7 @@
  * serve are spread over them in turn, passing over ones that just could not be reached.
  */
 import type { NodeType, NodeTypeRef } from "@nodefabric/schemas";
-import type { RegistryClient } from "../clients/registry-client.js";
+import type { DirectoryEntry, NodeTypeDirectory } from "../engine-ports.js";
 import { clock } from "../clock.js";
 import { trackCache } from "../observe/caches.js";
 
@@ -26,8 +26,6 @@ export const UNREACHABLE_MS = 30_000;
 export const DIRECTORY_TTL_MS = 2_000;
 const MAX_CACHED = 10_000;
 
-type DirectoryEntry = { executor_instance_id: string; endpoint: string; kind: string };
-
 /** Resolves through a Node Registry, with caches; falls back to fixed executor URLs when the directory has none. */
 export class RegistryResolver implements NodeTypeResolver {
   private readonly types = new Map<string, Promise<NodeType>>();
@@ -37,7 +35,7 @@ export class RegistryResolver implements NodeTypeResolver {
   private readonly unreachable = new Map<string, number>();
 
   constructor(
-    private readonly registry: RegistryClient,
+    private readonly registry: NodeTypeDirectory,
     private readonly fallback: Partial<Record<"atomic" | "composite", string>> = {},
   ) {
     trackCache("engine.node_types", this, (r) => ({ entries: r.types.size + r.directory.size + r.turns.size + r.unreachable.size }), { max_entries: 4 * MAX_CACHED });

@@ -12,7 +12,7 @@ import fastifySwaggerUi from "@fastify/swagger-ui";
 import { SCHEMA_BASE, schemas, type SchemaName } from "@nodefabric/schemas";
 import { ROUTE_DOCS, TAGS, type AnswerDoc } from "./openapi-docs.js";
 import { PUBLIC_ROUTES, ROUTE_ACCESS, contractPath, type RouteAccess } from "./auth-scopes.js";
-import type { ServiceName } from "./service-names.js";
+import type { ServiceName } from "../service-names.js";
 import { SERVICE_VERSION } from "../version.js";
 
 export const OPENAPI_PATH = "/openapi.json";

@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { FabricError } from "./errors.js";
 import { PUBLIC_ROUTES, ROUTE_ACCESS, audienceOf, contractPath, grants, type RouteAccess } from "./auth-scopes.js";
 import { unauthenticated, type TokenVerifier } from "./token-verifier.js";
-import type { ServiceName } from "./service-names.js";
+import type { ServiceName } from "../service-names.js";
 import type { ServiceLimits } from "./edge.js";
 import { EXECUTOR_BINDING_CLAIM, executorBinding, type ServiceTokens } from "./outbound-tokens.js";
 

@@ -3,7 +3,7 @@
  * `assignment_token` may use, and the scopes each service's own outbound tokens carry. docs/auth.md shows the same
  * table; a test keeps the two equal, and a service refuses to start with a route this table does not cover.
  */
-import type { ServiceName } from "./service-names.js";
+import type { ServiceName } from "../service-names.js";
 
 /**
  * The scopes of the v1 contract (docs/auth.md, "Scopes"), plus two NodeFabric extensions meant for service identities only:

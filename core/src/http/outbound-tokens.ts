@@ -3,7 +3,7 @@
  * executor. Declared here, below the clients that implement it (clients/service-tokens.ts), because the services'
  * security options (auth-plugin.ts) name it and http/ never imports from clients/.
  */
-import type { ServiceName } from "./service-names.js";
+import type { ServiceName } from "../service-names.js";
 
 /**
  * The claim binding a token to one executor: the base URL the coordinator called it at. An executor refuses a token

@@ -14,12 +14,12 @@ import { clock } from "../clock.js";
 import { installAuth, type InboundAuthOptions } from "./auth-plugin.js";
 import { installApiDocs } from "./api-docs.js";
 import { audienceOf } from "./auth-scopes.js";
-import type { ServiceName } from "./service-names.js";
+import type { ServiceName } from "../service-names.js";
 import { observed } from "../observe/channels.js";
 import { ATTR, context, extractTraceContext, SpanKind, SpanStatusCode, trace, tracer, tracingOn, type Span } from "../observe/tracing.js";
 
 // The service names live in a file of their own, so that the auth files need not import this one (no import loop).
-export { SERVICE_NAMES, type ServiceName } from "./service-names.js";
+export { SERVICE_NAMES, type ServiceName } from "../service-names.js";
 
 export type HealthStatus = "ok" | "degraded" | "down";
 export interface HealthCheck {

@@ -7,7 +7,7 @@
  * every field as a metric label.
  */
 import { channel, type Channel } from "node:diagnostics_channel";
-import type { ServiceName } from "../http/service-names.js";
+import type { ServiceName } from "../service-names.js";
 
 export interface RunStartedMessage {
   node_type_id: string;

@@ -4,7 +4,7 @@
  * Each line written while an OpenTelemetry span is active carries that span's `trace_id` and `span_id`.
  */
 import pinoPretty from "pino-pretty";
-import { ConfigError } from "../settings/config-error.js";
+import { ConfigError } from "../config-error.js";
 import { activeTraceFields } from "./tracing.js";
 
 export const LOG_FORMATS = ["json", "pretty"] as const;

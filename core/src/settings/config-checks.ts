@@ -5,7 +5,7 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { checkSecretHost } from "@nodefabric/sdk/runtime";
 import { checkAllowHost, parseCidr } from "../http/ip-ranges.js";
-import { ConfigError } from "./config-error.js";
+import { ConfigError } from "../config-error.js";
 import { CONFIG_SCHEMA, type AuthConfig, type FabricConfig } from "./fabric-settings.js";
 
 let configValidator: ReturnType<Ajv2020["compile"]> | undefined;

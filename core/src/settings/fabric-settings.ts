@@ -5,7 +5,7 @@
  * come from).
  */
 import { defineSettings, setting, type SettingsValues } from "@nodefabric/sdk";
-import { SERVICE_NAMES, type ServiceName } from "../http/service-names.js";
+import { SERVICE_NAMES, type ServiceName } from "../service-names.js";
 import { DEFAULT_SERVICE_LIMITS } from "../http/edge.js";
 import { AUTH_MODES } from "../http/auth-plugin.js";
 

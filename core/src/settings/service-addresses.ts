@@ -1,7 +1,7 @@
 /**
  * Where each service listens and is reached under a configuration, and the limits its HTTP edge runs with.
  */
-import { SERVICE_NAMES, type ServiceName } from "../http/service-names.js";
+import { SERVICE_NAMES, type ServiceName } from "../service-names.js";
 import type { ServiceLimits } from "../http/edge.js";
 import type { FabricConfig, LimitsConfig } from "./fabric-settings.js";
 

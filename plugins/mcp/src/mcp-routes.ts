@@ -8,7 +8,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import type * as Sdk from "@modelcontextprotocol/server";
 import { GatewayCalls, callerHeaders } from "./gateway-calls.js";
-import type { CallerInfo, ServerDeps } from "./mcp-server.js";
+import type { CallerInfo } from "./caller-info.js";
+import type { ServerDeps } from "./server-deps.js";
 import { mcpSettings, type McpSettings } from "./settings.js";
 import { callerDigest } from "./tools.js";
 

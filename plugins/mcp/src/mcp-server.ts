@@ -6,52 +6,13 @@
  */
 import type * as Sdk from "@modelcontextprotocol/server";
 import type { NodeType, Run, RunStartRequest } from "@nodefabric/schemas";
-import type { Catalogue } from "./catalogue.js";
-import type { PolicyFilter } from "./policy-filter.js";
 import { validatorOf } from "./validators.js";
-import { TERMINAL, type CallerHeaders, type GatewayCalls } from "./gateway-calls.js";
+import { TERMINAL } from "./gateway-calls.js";
+import type { CallerInfo } from "./caller-info.js";
+import type { ServerDeps } from "./server-deps.js";
 import { CALLER_LABEL, TOOL_LABEL, runLabels, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
-import { taskHandlers, type TaskSupport } from "./tasks.js";
-import { searchTools, SEARCH_TOOL, RUN_TOOL, type SearchSupport } from "./search.js";
-
-/** Who calls, as the route found it (the factory reads it from the SDK's pass-through authInfo). */
-export interface CallerInfo {
-  headers: CallerHeaders;
-  /** The verified principal (undefined when authentication is disabled). */
-  principal?: { sub?: string; iss?: string; tenant_id?: string; scopes: ReadonlySet<string> };
-  /** The digest a task is bound to. */
-  digest: string;
-  /** Whether the caller may start runs (runs:write, or authentication disabled). */
-  mayRun: boolean;
-  /** The JSON-RPC method of this request, when it is one request (not a batch). */
-  method?: string;
-}
-
-export interface ServerDeps {
-  sdk: typeof Sdk;
-  validator: Sdk.jsonSchemaValidator;
-  catalogue: Catalogue;
-  calls: GatewayCalls;
-  version: string;
-  /** Tools per tools/list page. */
-  pageSize: number;
-  /** "tools": every exposed node type is a tool; "search": a search tool and a run tool instead. */
-  mode: "tools" | "search";
-  /** Longest a blocking tools/call holds one `Prefer: wait` (s). */
-  waitSeconds: number;
-  /** Least time between two progress notifications of one call (ms). */
-  progressIntervalMs: number;
-  /** On 2026-07-28, how long a call may run before it becomes a task (s; 0: a task at once). */
-  taskAfterSeconds: number;
-  /** How long the catalogue is reused: the ttlMs of tools/list on 2026-07-28. */
-  listTtlMs: number;
-  /** Calls in flight, by caller digest and JSON-RPC id, for a 2025-era notifications/cancelled (a separate POST). */
-  inflight: Map<string, AbortController>;
-  tasks: TaskSupport;
-  search: SearchSupport;
-  /** Leaves out of tools/list what the PDP would not let the caller start (none: not asked). */
-  policy?: PolicyFilter;
-}
+import { taskHandlers } from "./tasks.js";
+import { searchTools, SEARCH_TOOL, RUN_TOOL } from "./search.js";
 
 const INSTRUCTIONS =
   "Each tool is a NodeFabric node type; each call is a durable run, under the fabric's policy, budgets and approvals. " +

@@ -8,7 +8,7 @@
  * node type version for `ttlMs`.
  */
 import type { NodeType } from "@nodefabric/schemas";
-import type { CallerInfo } from "./mcp-server.js";
+import type { CallerInfo } from "./caller-info.js";
 import { trackCache } from "@nodefabric/core";
 
 export interface PolicyFilterOptions {

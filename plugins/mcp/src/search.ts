@@ -5,19 +5,15 @@
  *   fit a goal, and answers them with their schemas, so the agent knows how to call them;
  * - `nodefabric.run` runs any exposed node type the caller may run, with its input, as an ordinary run.
  */
-import type { NodeType, CandidateSet } from "@nodefabric/schemas";
+import type { CandidateSet } from "@nodefabric/schemas";
 import type { PluginServiceContext } from "@nodefabric/core";
-import type { CallerInfo, ServerDeps } from "./mcp-server.js";
+import type { CallerInfo } from "./caller-info.js";
+import type { SearchSupport, ServerDeps } from "./server-deps.js";
 import { annotationsOf, type McpTool, type ToolResult } from "./tools.js";
 
 export const SEARCH_TOOL = "nodefabric.search";
 export const RUN_TOOL = "nodefabric.run";
 const MAX_RESULTS = 50;
-
-export interface SearchSupport {
-  search(caller: CallerInfo, args: Record<string, unknown>): Promise<ToolResult>;
-  pick(caller: CallerInfo, args: Record<string, unknown>): Promise<{ nodeType: NodeType; input: Record<string, unknown> } | { error: ToolResult }>;
-}
 
 const nodeTypeSummary = {
   type: "object",

@@ -15,7 +15,8 @@
 import type * as Sdk from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { NodeType, Run } from "@nodefabric/schemas";
-import type { CallerInfo, ServerDeps } from "./mcp-server.js";
+import type { CallerInfo } from "./caller-info.js";
+import type { ServerDeps, TaskRequest, TaskSupport } from "./server-deps.js";
 import { validatorOf } from "./validators.js";
 import { CALLER_LABEL, TOOL_LABEL, runLabels, followToEnd, newRunId, resultOfRefusal, resultOfRun, type ToolResult } from "./tools.js";
 import { TERMINAL } from "./gateway-calls.js";
@@ -23,20 +24,6 @@ import { TERMINAL } from "./gateway-calls.js";
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 export const RELATED_TASK = "io.modelcontextprotocol/related-task";
 const POLL_INTERVAL_MS = 1000;
-
-export interface TaskRequest {
-  era: "2025-11-25" | "2026";
-  ttl?: number;
-}
-
-export interface TaskSupport {
-  capabilities(era: "legacy" | "modern"): Record<string, unknown>;
-  /** Whether the client asks for, or accepts, a task on this tools/call. */
-  wants(params: Record<string, unknown>, ctx: Sdk.ServerContext): boolean;
-  /** Whether this tools/call becomes a task, and in which protocol. */
-  requested(params: Record<string, unknown>, ctx: Sdk.ServerContext, t: NodeType): TaskRequest | undefined;
-  start(caller: CallerInfo, t: NodeType, args: Record<string, unknown>, task: TaskRequest, ctx: Sdk.ServerContext): Promise<Record<string, unknown>>;
-}
 
 type TaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled";
 

@@ -4,7 +4,7 @@
  */
 import type pg from "pg";
 import { migrateWith, type MigrateOptions, type MigrateResult } from "./migrate.js";
-import { asStoreError, isConnectionLost } from "./connect.js";
+import { asStoreError, isConnectionLost } from "./connection-lost.js";
 
 /** Runs `work` in one transaction on one pooled connection. */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {

@@ -3,7 +3,7 @@
  * cancels them on `:cancel`, and announces its node types to the Node Registry.
  */
 import { Agent, type Dispatcher } from "undici";
-import { exposeInProcess } from "../../in-process.js";
+import { ATOMIC_EXECUTOR_API, exposeInProcess } from "../../in-process.js";
 import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { AtomicExecuteRequest, AtomicExecuteResult } from "@nodefabric/schemas";
@@ -359,7 +359,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     cancel((req.params as { node_run_id: string }).node_run_id);
     return reply.code(204).send();
   });
-  exposeInProcess(app, "atomic-executor", { execute, cancel });
+  exposeInProcess(app, ATOMIC_EXECUTOR_API, { execute, cancel });
 
   app.addHook("onClose", async () => {
     for (const set of running.values()) for (const execution of set) execution.stop("shutdown");

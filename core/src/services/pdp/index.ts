@@ -10,7 +10,7 @@ import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { createService, type HealthCheck } from "../../http/service.js";
 import { invalidRequest } from "../../http/errors.js";
 import { ref } from "../../http/validation.js";
-import { exposeInProcess } from "../../in-process.js";
+import { PDP_API, exposeInProcess } from "../../in-process.js";
 import { createDecider, type Decider } from "./decider.js";
 import { defaultPolicySet, loadEntitiesFile, loadPolicyFile, type LoadedPolicySet } from "./policy-set.js";
 
@@ -84,6 +84,6 @@ export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstanc
     }
     return decideObserved(decider, req.body as PolicyDecisionRequest);
   });
-  exposeInProcess(app, "pdp", { decide: async (request) => decideObserved(decider, request) });
+  exposeInProcess(app, PDP_API, { decide: async (request) => decideObserved(decider, request) });
   return app;
 }

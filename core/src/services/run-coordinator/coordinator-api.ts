@@ -10,6 +10,7 @@ import { approvalDocument, approvalStoreQuery, nextApprovalsToken, nextRunsToken
 import { decisionBody } from "../approval-decision.js";
 import { waitForRunEnd } from "./prefer-wait.js";
 import type { RunRouting } from "./run-routing.js";
+import { inProcessKind } from "../../in-process.js";
 
 /**
  * The engine's view of who made a request, from its verified principal: nobody in particular when authentication
@@ -91,3 +92,6 @@ export class CoordinatorApi {
     await this.routing.call(runId, caller, "approvals:write", "POST", path, local, decisionBody(reason));
   }
 }
+
+/** The coordinator's run operations as an in-process API (in-process.ts): a gateway of the same process calls them. */
+export const COORDINATOR_API = inProcessKind<CoordinatorApi>("run-coordinator");

@@ -26,7 +26,7 @@ import { openSqliteRunStore, SqliteRunStore } from "../../store/sqlite-run-store
 import { storeUnavailable } from "../../store/store-unavailable.js";
 import { streamEvents } from "./event-stream.js";
 import { parsePreferWait } from "./prefer-wait.js";
-import { CoordinatorApi, callerOf, type ApprovalListQuery, type RunListQuery } from "./coordinator-api.js";
+import { COORDINATOR_API, CoordinatorApi, callerOf, type ApprovalListQuery, type RunListQuery } from "./coordinator-api.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
 import { bearerHeaders } from "../../clients/service-tokens.js";
 import { AssignmentTokens } from "../../engine/assignment-tokens.js";
@@ -163,7 +163,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     routing !== undefined && (await routing.forwardRequest(req, reply, await runOf()));
   /** The run a NodeRun belongs to (undefined when unknown: the engine answers the 404). */
   const runOfNodeRun = async (id: string) => (await store.getNodeRun(id))?.run_id;
-  exposeInProcess(app, "run-coordinator", api);
+  exposeInProcess(app, COORDINATOR_API, api);
 
   app.addHook("onReady", async () => engine.start());
   app.addHook("onClose", async () => {

@@ -1,0 +1,46 @@
+/**
+ * The ports of the coordinator's engine: what it calls out to (the PDP, the executors, the registry's directory).
+ * The engine depends on these interfaces and the clients (clients/) implement them, so neither imports the other:
+ * both stand on this file, a floor below them (docs/architecture.md, "Floors").
+ */
+import type {
+  AtomicExecuteRequest,
+  AtomicExecuteResult,
+  CompositeBeginRequest,
+  CompositeBeginResponse,
+  NodeType,
+  PolicyDecision,
+  PolicyDecisionRequest,
+} from "@nodefabric/schemas";
+
+/** Asks the PDP; throws when it cannot be reached. */
+export interface PolicyClient {
+  decide(request: PolicyDecisionRequest): Promise<PolicyDecision>;
+}
+
+/** Sends work to executors. */
+export interface ExecutorCaller {
+  /** Executes an atomic NodeRun; throws a FabricError for transport failures and non-2xx answers. */
+  execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult>;
+  /** Asks an atomic executor to cancel a NodeRun in flight; never throws. */
+  cancel(endpoint: string, nodeRunId: string): Promise<void>;
+  /** Hands a composite NodeRun to a composite executor; throws a FabricError for transport failures and non-2xx. */
+  begin(endpoint: string, body: CompositeBeginRequest): Promise<CompositeBeginResponse>;
+  /** Asks a composite executor to stop driving a NodeRun; never throws. */
+  cancelComposite(endpoint: string, nodeRunId: string): Promise<void>;
+}
+
+/** An executor as the registry's directory lists it. */
+export interface DirectoryEntry {
+  executor_instance_id: string;
+  endpoint: string;
+  kind: string;
+}
+
+/** What the engine asks the Node Registry (the registry's client answers it). */
+export interface NodeTypeDirectory {
+  /** The NodeType of an (id, version); throws the registry's FabricError (e.g. node_type_not_found). */
+  get(nodeTypeId: string, version?: string): Promise<NodeType>;
+  /** The executors that serve a node type, as the directory lists them. */
+  listExecutors(filter: { node_type_id?: string; version?: string }): Promise<DirectoryEntry[]>;
+}
