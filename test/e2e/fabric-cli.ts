@@ -2,6 +2,7 @@
  * Runs the built `fabric` CLI as a user would, as a child process, for end-to-end tests.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import net from "node:net";
 import { fileURLToPath } from "node:url";
 
@@ -75,10 +76,25 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Where the kernel picks ports for port-0 listeners and outgoing connections (Linux's ip_local_port_range; 32768 when
+ * it cannot be read): a fabric that must come back on its ports after a restart takes them below it, where no other
+ * test's connection or port-0 server can take them while it is down.
+ */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 12_000 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
 /** Seven consecutive free ports, so a fabric can come back on the same addresses after a restart. */
 export async function freePortBase(): Promise<number> {
+  const high = ephemeralLow() - 8;
   for (let i = 0; i < 50; i++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
+    const base = 10000 + Math.floor(Math.random() * (high - 10000));
     const free = await Promise.all(Array.from({ length: 7 }, (_, k) => portFree(base + k)));
     if (free.every(Boolean)) return base;
   }
