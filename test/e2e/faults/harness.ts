@@ -21,15 +21,9 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 export const TERMINAL = new Set(["completed", "failed", "canceled"]);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A port for the cluster below the ephemeral range (fabric-cli.ts): it restarts on it, and nothing else may take it meanwhile. */
 function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
+  return freePortBase();
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
