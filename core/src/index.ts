@@ -38,7 +38,9 @@ export { SqliteNodeTypeStore } from "./store/sqlite-node-type-store.js";
 export { SqliteCandidateSetStore } from "./store/candidate-set-sqlite-store.js";
 export type { RunStore, RunRecord, NodeRunRecord, WriteBatch, RunListQuery, ClaimOptions, ApprovalRecord, ApprovalListQuery, ApprovalListing, NewRunEvent } from "./store/run-store.js";
 export type { NodeTypeStore } from "./store/node-type-store.js";
-export { FencedError, FENCED, RunExistsError, RUN_EXISTS, TERMINAL_STATES, type SharedRunStore, type CoordinatorRecord, type RunOwner } from "./store/run-store.js";
+export { FencedError, FENCED, RunExistsError, RUN_EXISTS, UnknownRunError, TERMINAL_STATES, type SharedRunStore, type CoordinatorRecord, type RunOwner } from "./store/run-store.js";
+// The run store's rows and their mappers, for the stores of plugins (plugins/postgres).
+export { rowMappers, rootTypesOf, byAge, eventWithSeq, type RunRow, type NodeRunRow, type ApprovalRow, type RowMappers } from "./store/run-rows.js";
 export { HeldRunCache } from "./store/held-run-cache.js";
 export { StoreUnavailableError, storeUnavailable, STORE_RETRY_AFTER_SECONDS } from "./store/store-unavailable.js";
 export { orderKey, orderKeys, cursorKey, isSemver } from "./store/node-type-version-order.js";

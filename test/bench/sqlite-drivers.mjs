@@ -2,7 +2,7 @@
  * The embedded store's hot path on both SQLite drivers: better-sqlite3 and Node's own node:sqlite (Node >= 22.13).
  *
  * One "tick" is what the coordinator's TickWriter and engine do per event-loop turn under load, with the run store's
- * own schema and statements (core/src/store/sqlite-run-store.ts):
+ * own schema and statements (core/src/store/sqlite-run-migrations.ts, sqlite-run-sql.ts):
  *   - one IMMEDIATE transaction that creates BATCH runs (run + root NodeRun upserts, one row of events holding
  *     run_started + node_run_created, with the run-exists and last-seq lookups a run's first batch does), moves the
  *     BATCH NodeRuns claimed last tick to completed (NodeRun + run upserts, one row of two events each);

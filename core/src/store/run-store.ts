@@ -263,6 +263,14 @@ export class RunExistsError extends Error {
   }
 }
 
+/** Thrown by `apply` when a batch names a run that exists neither in the store nor in the batch. */
+export class UnknownRunError extends Error {
+  constructor(readonly runId: string) {
+    super(`event for unknown run ${runId}`);
+    this.name = "UnknownRunError";
+  }
+}
+
 /**
  * What a store shared by several coordinators adds. Each open run is driven by one coordinator at a time, its
  * owner, which holds a lease on the run row with a fencing token (the lease epoch). The owner is the only writer of

@@ -3,30 +3,35 @@
  * process crash or kill -9). Each record is kept as its whole JSON document beside the columns that queries need,
  * so a read is one index lookup and one JSON.parse, never a re-assembly.
  */
-import type { SqliteDatabase, SqliteDriverName, SqliteOpenOptions, SqliteStatement } from "./sqlite-driver.js";
+import type { SqliteDriverName, SqliteDatabase, SqliteOpenOptions, SqliteStatement } from "./sqlite-driver.js";
 import type { RunEvent } from "@nodefabric/schemas";
 import {
   RunExistsError,
   TERMINAL_STATES,
+  UnknownRunError,
   type ApprovalListing,
   type ApprovalListQuery,
   type ApprovalRecord,
   type ClaimOptions,
   type NewRunEvent,
   type NodeRunRecord,
-  type NodeRunState,
   type RunListQuery,
   type RunRecord,
-  type RunState,
   type RunStore,
   type WriteBatch,
   runsOfBatch,
 } from "./run-store.js";
-import { migrateSqlite, openSqlite } from "./sqlite-open.js";
+import { byAge, eventWithSeq, rootTypesOf, rowMappers, type ApprovalRow as ApprovalRowOf, type NodeRunRow as NodeRunRowOf, type RunRow as RunRowOf } from "./run-rows.js";
+import { openSqlite } from "./sqlite-open.js";
 import { claimSqliteFile } from "./sqlite-owner.js";
+import { migrateSqliteRunStore } from "./sqlite-run-migrations.js";
+import { claimParameters, prepareAll, RUN_COLUMNS, WRITE_SQL } from "./sqlite-run-sql.js";
 import { sumOf, trackCache } from "../observe/caches.js";
 import { writeRows, type WriteRows } from "./sqlite-writer.mjs";
 import { chooseSqliteWriter, SqliteWriterThread, type SqliteWriterMode } from "./sqlite-writer-thread.js";
+
+// The statements are the store's own; the driver benchmark (test/bench/sqlite-drivers.mjs) and the tests read them here.
+export { QUEUE_STATS_SQL, WRITE_SQL } from "./sqlite-run-sql.js";
 
 /** Options of {@link openSqliteRunStore}. */
 export interface SqliteRunStoreOptions extends SqliteOpenOptions {
@@ -40,325 +45,11 @@ export interface SqliteRunStoreOptions extends SqliteOpenOptions {
   writer?: SqliteWriterMode;
 }
 
-/** The schema version this code writes; bump it with a new step in MIGRATIONS. */
-
-// In v1 the non-terminal states are exactly these; every "open" query and partial index spells them the same way,
-// because SQLite only uses a partial index when the query repeats the index's WHERE terms.
-const OPEN_RUN = `state IN ('queued', 'running')`;
-const OPEN_NODE_RUN = `state IN ('queued', 'assigned', 'running')`;
-
-// The first step is idempotent (IF NOT EXISTS) so a file shared with another store that also uses user_version still
-// gets these tables; later steps run once, by user_version.
-const MIGRATIONS: string[] = [
-  `CREATE TABLE IF NOT EXISTS runs (
-     run_id TEXT PRIMARY KEY,
-     tenant_id TEXT,
-     state TEXT NOT NULL,
-     doc TEXT NOT NULL,
-     request_hash TEXT NOT NULL,
-     deadline_at INTEGER,
-     created_at INTEGER NOT NULL
-   );
-   CREATE INDEX IF NOT EXISTS runs_by_tenant ON runs (tenant_id, run_id);
-   -- Also serves the open and overdue queries: open runs are the in-flight working set, a short range here.
-   CREATE INDEX IF NOT EXISTS runs_by_state ON runs (state, run_id);
-
-   CREATE TABLE IF NOT EXISTS node_runs (
-     node_run_id TEXT PRIMARY KEY,
-     run_id TEXT NOT NULL REFERENCES runs (run_id),
-     parent_node_run_id TEXT,
-     state TEXT NOT NULL,
-     doc TEXT NOT NULL,
-     attempt INTEGER NOT NULL,
-     available_at INTEGER NOT NULL,
-     lease_owner TEXT,
-     lease_expires_at INTEGER,
-     approval_id TEXT,
-     idempotency_key TEXT,
-     spec_hash TEXT,
-     depth INTEGER NOT NULL,
-     created_at INTEGER NOT NULL
-   );
-   CREATE INDEX IF NOT EXISTS node_runs_by_run ON node_runs (run_id, created_at, node_run_id);
-   CREATE UNIQUE INDEX IF NOT EXISTS node_runs_idempotency
-     ON node_runs (run_id, parent_node_run_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
-   CREATE INDEX IF NOT EXISTS node_runs_unleased ON node_runs (created_at, node_run_id)
-     WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN};
-   CREATE INDEX IF NOT EXISTS node_runs_leased ON node_runs (lease_expires_at)
-     WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN};
-
-   -- Rows append in rowid order and only the narrow (run_id, seq) index takes scattered inserts: with many runs in
-   -- flight this writes far fewer pages per commit than a WITHOUT ROWID table keyed by (run_id, seq) (measured 1.5-2x).
-   -- No foreign key: apply proves the run exists once per run and batch, not once per event, and a run's last seq is
-   -- read from the index, so no counter row is rewritten for every batch. A row holds the events one batch wrote for
-   -- one run (see addEventGroups); seq is the first of them.
-   CREATE TABLE IF NOT EXISTS events (
-     id INTEGER PRIMARY KEY,
-     run_id TEXT NOT NULL,
-     seq INTEGER NOT NULL,
-     node_run_id TEXT,
-     type TEXT NOT NULL,
-     time TEXT NOT NULL,
-     doc TEXT NOT NULL
-   );
-   CREATE UNIQUE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
-
-   CREATE TABLE IF NOT EXISTS approvals (
-     approval_id TEXT PRIMARY KEY,
-     run_id TEXT NOT NULL REFERENCES runs (run_id),
-     node_run_id TEXT NOT NULL REFERENCES node_runs (node_run_id),
-     state TEXT NOT NULL,
-     doc TEXT NOT NULL,
-     created_at INTEGER NOT NULL,
-     resolved_at INTEGER
-   );`,
-];
-
-/**
- * What the listings need beyond the first schema: each run's root node type (a column, backfilled from the root
- * NodeRuns of a file written before it) and the orders approvals are listed in. Checked by the columns present, not
- * by user_version, which a file shared with another store may have moved; idempotent, in one write transaction.
- */
-function addListingColumns(db: SqliteDatabase): void {
-  const has = () => (db.pragma("table_info(runs)") as Array<{ name: string }>).some((c) => c.name === "root_node_type_id");
-  db.transaction(() => {
-    if (!has()) {
-      db.exec(`ALTER TABLE runs ADD COLUMN root_node_type_id TEXT;
-        UPDATE runs SET root_node_type_id = (
-          SELECT json_extract(n.doc, '$.node_type_ref.node_type_id') FROM node_runs n
-          WHERE n.node_run_id = json_extract(runs.doc, '$.root_node_run_id'));`);
-    }
-    db.exec(`CREATE INDEX IF NOT EXISTS runs_by_root_type ON runs (root_node_type_id, run_id);
-      CREATE INDEX IF NOT EXISTS approvals_by_created ON approvals (created_at, approval_id);
-      CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals (state, created_at, approval_id);
-      CREATE INDEX IF NOT EXISTS approvals_by_run ON approvals (run_id, created_at, approval_id);`);
-  }).immediate();
-}
-
-/**
- * Events grouped by batch: since this version a row holds every event one batch wrote for one run, seq to last_seq,
- * as a JSON array, instead of one row per event (an atomic run's nine events take two rows, not nine: measured, about
- * a tenth of a run's time on the event loop went to those inserts). Rows written before, with last_seq NULL, hold one
- * event each as a JSON object, and are read as they are. Idempotent, by the columns present.
- */
-function addEventGroups(db: SqliteDatabase): void {
-  const has = (db.pragma("table_info(events)") as Array<{ name: string }>).some((c) => c.name === "last_seq");
-  if (!has) db.exec("ALTER TABLE events ADD COLUMN last_seq INTEGER");
-}
-
-interface RunRow {
-  run_id: string;
-  tenant_id: string | null;
-  state: RunState;
-  doc: string;
-  request_hash: string;
-  deadline_at: number | null;
-  created_at: number;
-}
-
-interface NodeRunRow {
-  node_run_id: string;
-  run_id: string;
-  parent_node_run_id: string | null;
-  state: NodeRunState;
-  doc: string;
-  attempt: number;
-  available_at: number;
-  lease_owner: string | null;
-  lease_expires_at: number | null;
-  approval_id: string | null;
-  idempotency_key: string | null;
-  spec_hash: string | null;
-  depth: number;
-  created_at: number;
-}
-
-interface ApprovalRow {
-  approval_id: string;
-  run_id: string;
-  node_run_id: string;
-  state: ApprovalRecord["state"];
-  doc: string;
-  created_at: number;
-  resolved_at: number | null;
-}
-
-const RUN_COLUMNS = "run_id, tenant_id, state, doc, request_hash, deadline_at, created_at";
-const NODE_RUN_COLUMNS =
-  "node_run_id, run_id, parent_node_run_id, state, doc, attempt, available_at, lease_owner, lease_expires_at, " +
-  "approval_id, idempotency_key, spec_hash, depth, created_at";
-const APPROVAL_COLUMNS = "approval_id, run_id, node_run_id, state, doc, created_at, resolved_at";
-
-function toRun(row: RunRow): RunRecord {
-  return {
-    run_id: row.run_id,
-    tenant_id: row.tenant_id,
-    state: row.state,
-    run: JSON.parse(row.doc),
-    request_hash: row.request_hash,
-    deadline_at: row.deadline_at,
-    created_at: row.created_at,
-  };
-}
-
-function toNodeRun(row: NodeRunRow): NodeRunRecord {
-  return {
-    node_run_id: row.node_run_id,
-    run_id: row.run_id,
-    parent_node_run_id: row.parent_node_run_id,
-    state: row.state,
-    node_run: JSON.parse(row.doc),
-    attempt: row.attempt,
-    available_at: row.available_at,
-    lease_owner: row.lease_owner,
-    lease_expires_at: row.lease_expires_at,
-    approval_id: row.approval_id,
-    idempotency_key: row.idempotency_key,
-    spec_hash: row.spec_hash,
-    depth: row.depth,
-    created_at: row.created_at,
-  };
-}
-
-function toApproval(row: ApprovalRow): ApprovalRecord {
-  return {
-    approval_id: row.approval_id,
-    run_id: row.run_id,
-    node_run_id: row.node_run_id,
-    state: row.state,
-    created_at: row.created_at,
-    resolved_at: row.resolved_at,
-    decision: JSON.parse(row.doc),
-  };
-}
-
-/** The node type id of each run's root NodeRun, when the batch holds it (a run's first batch does). */
-function rootTypesOf(runs: readonly RunRecord[], nodeRuns: readonly NodeRunRecord[]): Array<string | null> {
-  const roots = new Map<string, string>();
-  for (const r of runs) roots.set(r.run.root_node_run_id, "");
-  for (const n of nodeRuns) if (roots.has(n.node_run_id)) roots.set(n.node_run_id, n.node_run.node_type_ref.node_type_id);
-  return runs.map((r) => roots.get(r.run.root_node_run_id) || null);
-}
-
-function byAge(a: NodeRunRecord, b: NodeRunRecord): number {
-  if (a.created_at !== b.created_at) return a.created_at - b.created_at;
-  return a.node_run_id < b.node_run_id ? -1 : a.node_run_id > b.node_run_id ? 1 : 0;
-}
-
-/** Thrown by `apply` when a batch names a run that exists neither in the store nor in the batch. */
-export class UnknownRunError extends Error {
-  constructor(readonly runId: string) {
-    super(`event for unknown run ${runId}`);
-    this.name = "UnknownRunError";
-  }
-}
-
-/**
- * The statements that write, as SQL: the store prepares them on its own connection, and the writer thread
- * (sqlite-writer.mjs) on its own. Identity columns (tenant, request hash, parent, idempotency key, spec hash, depth,
- * created_at) never change after creation, so the upserts leave them, and the indexes built on them, untouched.
- */
-export const WRITE_SQL = {
-  runs: `INSERT INTO runs (run_id, tenant_id, state, doc, request_hash, deadline_at, created_at, root_node_type_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, deadline_at = excluded.deadline_at`,
-  nodeRuns: `INSERT INTO node_runs (${NODE_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (node_run_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, attempt = excluded.attempt,
-       available_at = excluded.available_at, lease_owner = excluded.lease_owner,
-       lease_expires_at = excluded.lease_expires_at, approval_id = excluded.approval_id`,
-  approvals: `INSERT INTO approvals (${APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (approval_id) DO UPDATE SET state = excluded.state, doc = excluded.doc,
-       resolved_at = excluded.resolved_at`,
-  // One row per run and batch: seq and last_seq bound its events, node_run_id, type and time are its first event's.
-  events: `INSERT INTO events (run_id, seq, last_seq, node_run_id, type, time, doc) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-  // Two index ranges, each already in the order wanted: unleased work by age, and expired leases. The update sets
-  // the lease on at most `limit` of their union, oldest first.
-  claim: `UPDATE node_runs SET lease_owner = @owner, lease_expires_at = @expires
-     WHERE node_run_id IN (
-       SELECT node_run_id FROM (
-         SELECT node_run_id, created_at FROM (
-           SELECT node_run_id, created_at FROM node_runs
-           WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN} AND available_at <= @now
-           ORDER BY created_at, node_run_id LIMIT @limit)
-         UNION ALL
-         SELECT node_run_id, created_at FROM (
-           SELECT node_run_id, created_at FROM node_runs
-           WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < @now
-             AND approval_id IS NULL AND available_at <= @now
-           ORDER BY created_at, node_run_id LIMIT @limit))
-       ORDER BY created_at, node_run_id LIMIT @limit)
-     RETURNING ${NODE_RUN_COLUMNS}`,
-  releaseLeases: `UPDATE node_runs SET lease_owner = NULL, lease_expires_at = NULL
-     WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_owner = ?`,
-};
-
-/**
- * Ready work for the metrics (RunStore.queueStats): the two index ranges of the claim, counted. One statement with
- * `lease_owner IS NULL OR …` matches neither partial index, and SQLite then scans every NodeRun ever stored, on the
- * event loop, at every metrics scrape (a 2-million-NodeRun file: most of a second).
- */
-export const QUEUE_STATS_SQL = `SELECT sum(n) AS depth, min(oldest) AS oldest FROM (
-     SELECT count(*) AS n, min(available_at) AS oldest FROM node_runs
-     WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN} AND available_at <= @now
-     UNION ALL
-     SELECT count(*), min(available_at) FROM node_runs
-     WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < @now
-       AND approval_id IS NULL AND available_at <= @now)`;
-
-function prepareAll(db: SqliteDatabase) {
-  return {
-    write: {
-      runs: db.prepare(WRITE_SQL.runs),
-      nodeRuns: db.prepare(WRITE_SQL.nodeRuns),
-      approvals: db.prepare(WRITE_SQL.approvals),
-      events: db.prepare(WRITE_SQL.events),
-    },
-    claim: db.prepare(WRITE_SQL.claim),
-    releaseLeases: db.prepare(WRITE_SQL.releaseLeases),
-    runExists: db.prepare(`SELECT 1 FROM runs WHERE run_id = ?`).pluck(),
-    lastSeq: db.prepare(`SELECT coalesce(last_seq, seq) FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`).pluck(),
-
-    getRun: db.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`),
-    openRuns: db.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE ${OPEN_RUN} ORDER BY run_id`),
-    overdueRuns: db.prepare(
-      `SELECT ${RUN_COLUMNS} FROM runs
-       WHERE ${OPEN_RUN} AND deadline_at < ?
-       ORDER BY deadline_at LIMIT ?`,
-    ),
-
-    getNodeRun: db.prepare(`SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE node_run_id = ?`),
-    nodeRunsOfRun: db.prepare(
-      `SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE run_id = ? ORDER BY created_at, node_run_id`,
-    ),
-    openNodeRunsOfRun: db.prepare(
-      `SELECT ${NODE_RUN_COLUMNS} FROM node_runs WHERE run_id = ? AND ${OPEN_NODE_RUN} ORDER BY created_at, node_run_id`,
-    ),
-    findChild: db.prepare(
-      `SELECT ${NODE_RUN_COLUMNS} FROM node_runs
-       WHERE run_id = ? AND parent_node_run_id = ? AND idempotency_key = ?`,
-    ),
-    expiredLeases: db.prepare(
-      `SELECT ${NODE_RUN_COLUMNS} FROM node_runs
-       WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < ?
-       ORDER BY lease_expires_at LIMIT ?`,
-    ),
-
-    // From the row holding the first event wanted (the last row starting at or before it), onwards.
-    events: db.prepare(
-      `SELECT last_seq, doc FROM events
-       WHERE run_id = ? AND seq >= coalesce((SELECT seq FROM events WHERE run_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1), ?)
-       ORDER BY seq LIMIT ?`,
-    ),
-    queueStats: db.prepare(QUEUE_STATS_SQL),
-
-    getApproval: db.prepare(`SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE approval_id = ?`),
-  };
-}
-
-/** The claim statement's named parameters. */
-function claimParameters(o: ClaimOptions): { owner: string; expires: number; now: number; limit: number } {
-  return { owner: o.owner, expires: o.now + o.leaseMs, now: o.now, limit: o.limit };
-}
+// Rows hold each record's document as its JSON text.
+type RunRow = RunRowOf<string>;
+type NodeRunRow = NodeRunRowOf<string>;
+type ApprovalRow = ApprovalRowOf<string>;
+const { toRun, toNodeRun, toApproval } = rowMappers<string>(JSON.parse);
 
 /** What one committed batch leaves for the caches. */
 interface Applied {
@@ -428,9 +119,7 @@ export class SqliteRunStore implements RunStore {
       throw err;
     }
     db.pragma("foreign_keys = ON");
-    migrateSqlite(db, MIGRATIONS);
-    addListingColumns(db);
-    addEventGroups(db);
+    migrateSqliteRunStore(db);
     this.db = db;
     this.stmt = prepareAll(db);
     // IMMEDIATE takes the write lock at BEGIN: should another connection be writing the file (a maintenance tool),
@@ -516,11 +205,7 @@ export class SqliteRunStore implements RunStore {
         seq = last === undefined ? 0 : last + 1;
       }
       nextSeq.set(e.run_id, seq + 1);
-      // Field by field: seq lands second in the JSON, and a key set to undefined is left out, as the schema wants.
-      const ev: RunEvent = { run_id: e.run_id, seq, type: e.type, time: e.time };
-      if (e.node_run_id !== undefined) ev.node_run_id = e.node_run_id;
-      if (e.data !== undefined) ev.data = e.data;
-      if (e.extensions !== undefined) ev.extensions = e.extensions;
+      const ev = eventWithSeq(e, seq);
       out[i] = ev;
       const group = groups.get(e.run_id);
       if (group) group.push(ev);

@@ -17,7 +17,9 @@ export {
   type MigrationQuery,
 } from "./migrate.js";
 export { default, openPgRunStore, openPgNodeTypeStore, openPgCandidateSetStore } from "./plugin.js";
-export { PgRunStore, UnknownRunError } from "./pg-run-store.js";
+export { PgRunStore } from "./pg-run-store.js";
+// The error both run stores throw for a run that does not exist (core's, exported here as before).
+export { UnknownRunError } from "@nodefabric/core";
 export { PgNodeTypeStore } from "./pg-node-type-store.js";
 export { PgCandidateSetStore } from "./pg-candidate-set-store.js";
 export { pgTarget, type PgTarget } from "./connect.js";

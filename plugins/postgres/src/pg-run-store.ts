@@ -9,160 +9,53 @@
  *
  * Attached to a coordinator, every batch first locks the runs it touches (FOR UPDATE, by run_id) and checks that the
  * coordinator still holds each at the epoch it claimed it with; otherwise it throws FencedError and writes nothing.
+ *
+ * Which runs a coordinator holds, and the fencing, are pg-run-ownership.ts; the notices of commits to the other
+ * processes, pg-commit-notices.ts.
  */
-import { randomBytes, createHash } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import pg from "pg";
 import {
+  byAge,
   clock,
-  FencedError,
+  eventWithSeq,
   RunExistsError,
+  rootTypesOf,
+  rowMappers,
+  UnknownRunError,
   type ApprovalListing,
   type ApprovalListQuery,
   type ApprovalRecord,
+  type ApprovalRow as ApprovalRowOf,
   type ClaimOptions,
   type CoordinatorRecord,
   type NodeRunRecord,
+  type NodeRunRow as NodeRunRowOf,
   type RunListQuery,
   type RunOwner,
   type RunRecord,
+  type RunRow as RunRowOf,
   type RunStore,
   type SharedRunStore,
   type WriteBatch,
 } from "@nodefabric/core";
-import { trackCache } from "@nodefabric/core";
-import { ms, pingPool, ts, whenOpened, whenReady, type PgTarget } from "./connect.js";
+import { ms, pingPool, ts, whenOpened, type PgTarget } from "./connect.js";
 import { inTransaction } from "./pg-migrate.js";
+import { channelOf, notices, PgCommitNotices, type CommitListener } from "./pg-commit-notices.js";
+import { PgRunOwnership } from "./pg-run-ownership.js";
+import { APPROVAL_COLUMNS, NODE_RUN_COLUMNS, OPEN_NODE_RUN, OPEN_RUN, QUEUE_STATS_SQL, RUN_COLUMNS } from "./pg-run-sql.js";
 
 type RunEvent = Awaited<ReturnType<RunStore["apply"]>>[number];
-type CommitListener = (runId: string | null, seq: number) => void;
 
-// Spelled as in the partial indexes of the migrations, so PostgreSQL can use them.
-const OPEN_RUN = `state IN ('queued', 'running')`;
-const OPEN_NODE_RUN = `state IN ('queued', 'assigned', 'running')`;
-const TERMINAL = new Set(["completed", "failed", "canceled"]);
-
-const RUN_COLUMNS = `run_id, tenant_id, state, doc, request_hash, ${ms("deadline_at")} AS deadline_at, ${ms("created_at")} AS created_at`;
-const NODE_RUN_COLUMNS =
-  `node_run_id, run_id, parent_node_run_id, state, doc, attempt, ${ms("available_at")} AS available_at, lease_owner, ` +
-  `${ms("lease_expires_at")} AS lease_expires_at, approval_id, idempotency_key, spec_hash, depth, ${ms("created_at")} AS created_at`;
-const APPROVAL_COLUMNS = `approval_id, run_id, node_run_id, state, doc, ${ms("created_at")} AS created_at, ${ms("resolved_at")} AS resolved_at`;
-
-/**
- * Ready work for the metrics (queueStats, $1 = now): the claim's two index ranges, counted apart. An OR of them
- * implies neither partial index, and the count would read every NodeRun ever stored at each metrics scrape.
- */
-export const QUEUE_STATS_SQL = `SELECT sum(n)::int8 AS depth, (extract(epoch FROM min(oldest)) * 1000)::int8 AS oldest FROM (
-     SELECT count(*) AS n, min(available_at) AS oldest FROM node_runs
-     WHERE lease_owner IS NULL AND approval_id IS NULL AND ${OPEN_NODE_RUN} AND available_at <= ${ts("$1")}
-     UNION ALL
-     SELECT count(*), min(available_at) FROM node_runs
-     WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < ${ts("$1")}
-       AND approval_id IS NULL AND available_at <= ${ts("$1")}) AS q`;
-
-/** Ended runs kept in `held` (so `holds` stays true for them); beyond this many, the oldest are forgotten. */
-const MAX_ENDED_HELD = 50_000;
-
-/** How often the LISTEN connection is probed, and how long the probe may take before the connection is dropped (ms). */
-const LISTEN_PROBE_EVERY_MS = 15_000;
-const LISTEN_PROBE_TIMEOUT_MS = 5_000;
-
-/** pg_notify refuses payloads of 8000 bytes or more; chunks stay below with room to spare. */
-const NOTIFY_LIMIT = 7900;
-
-interface RunRow {
-  run_id: string;
-  tenant_id: string | null;
-  state: RunRecord["state"];
-  doc: RunRecord["run"];
-  request_hash: string;
-  deadline_at: number | null;
-  created_at: number;
-}
-
-interface NodeRunRow {
-  node_run_id: string;
-  run_id: string;
-  parent_node_run_id: string | null;
-  state: NodeRunRecord["state"];
-  doc: NodeRunRecord["node_run"];
-  attempt: number;
-  available_at: number;
-  lease_owner: string | null;
-  lease_expires_at: number | null;
-  approval_id: string | null;
-  idempotency_key: string | null;
-  spec_hash: string | null;
-  depth: number;
-  created_at: number;
-}
-
-interface ApprovalRow {
-  approval_id: string;
-  run_id: string;
-  node_run_id: string;
-  state: ApprovalRecord["state"];
-  doc: ApprovalRecord["decision"];
-  created_at: number;
-  resolved_at: number | null;
-}
-
-const toRun = (r: RunRow): RunRecord => ({
-  run_id: r.run_id,
-  tenant_id: r.tenant_id,
-  state: r.state,
-  run: r.doc,
-  request_hash: r.request_hash,
-  deadline_at: r.deadline_at,
-  created_at: r.created_at,
-});
-
-const toNodeRun = (r: NodeRunRow): NodeRunRecord => ({
-  node_run_id: r.node_run_id,
-  run_id: r.run_id,
-  parent_node_run_id: r.parent_node_run_id,
-  state: r.state,
-  node_run: r.doc,
-  attempt: r.attempt,
-  available_at: r.available_at,
-  lease_owner: r.lease_owner,
-  lease_expires_at: r.lease_expires_at,
-  approval_id: r.approval_id,
-  idempotency_key: r.idempotency_key,
-  spec_hash: r.spec_hash,
-  depth: r.depth,
-  created_at: r.created_at,
-});
-
-const toApproval = (r: ApprovalRow): ApprovalRecord => ({
-  approval_id: r.approval_id,
-  run_id: r.run_id,
-  node_run_id: r.node_run_id,
-  state: r.state,
-  created_at: r.created_at,
-  resolved_at: r.resolved_at,
-  decision: r.doc,
-});
+// Rows hold each record's document as jsonb, which arrives parsed.
+type RunRow = RunRowOf<RunRecord["run"]>;
+type NodeRunRow = NodeRunRowOf<NodeRunRecord["node_run"]>;
+type ApprovalRow = ApprovalRowOf<ApprovalRecord["decision"]>;
+const { toRun, toNodeRun, toApproval } = rowMappers<unknown>((doc) => doc);
 
 /** jsonb keeps keys in its own order; events are handed out with the key order the SQLite store writes. */
 function eventFrom(doc: RunEvent): RunEvent {
-  const ev: RunEvent = { run_id: doc.run_id, seq: doc.seq, type: doc.type, time: doc.time };
-  if (doc.node_run_id !== undefined) ev.node_run_id = doc.node_run_id;
-  if (doc.data !== undefined) ev.data = doc.data;
-  if (doc.extensions !== undefined) ev.extensions = doc.extensions;
-  return ev;
-}
-
-/** The node type id of each run's root NodeRun, when the batch holds it (a run's first batch does). */
-function rootTypesOf(runs: readonly RunRecord[], nodeRuns: readonly NodeRunRecord[]): Array<string | null> {
-  const roots = new Map<string, string>();
-  for (const r of runs) roots.set(r.run.root_node_run_id, "");
-  for (const n of nodeRuns) if (roots.has(n.node_run_id)) roots.set(n.node_run_id, n.node_run.node_type_ref.node_type_id);
-  return runs.map((r) => roots.get(r.run.root_node_run_id) || null);
-}
-
-function byAge(a: NodeRunRecord, b: NodeRunRecord): number {
-  if (a.created_at !== b.created_at) return a.created_at - b.created_at;
-  return a.node_run_id < b.node_run_id ? -1 : a.node_run_id > b.node_run_id ? 1 : 0;
+  return eventWithSeq(doc, doc.seq);
 }
 
 /** The last record of each id, in id order (one upsert statement may not touch a row twice). */
@@ -173,49 +66,21 @@ function lastById<T>(records: readonly T[] | undefined, id: (r: T) => string): T
   return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, r]) => r);
 }
 
-/** Thrown by `apply` when an event names a run that exists neither in the store nor in the batch. */
-export class UnknownRunError extends Error {
-  constructor(readonly runId: string) {
-    super(`event for unknown run ${runId}`);
-    this.name = "UnknownRunError";
-  }
-}
-
-/** The LISTEN channel of a schema: channels are per database, so stores of two schemas must not hear each other. */
-function channelOf(schema: string): string {
-  return `nf_commit_${createHash("sha256").update(schema).digest("hex").slice(0, 24)}`;
-}
-
 /** RunStore and SharedRunStore on one PostgreSQL schema. */
 export class PgRunStore implements RunStore, SharedRunStore {
-  private owner: string | undefined;
-  private leaseMs = 0;
-  /** The epoch of each run this coordinator holds, as of its last takeover, creation or renewal. */
-  private readonly held = new Map<string, number>();
-  /** The held runs known to have ended: they stay held (ended runs stay leased) but need no renewal. */
-  private readonly ended = new Set<string>();
-  /** Runs a fenced write showed this coordinator had lost; the next renew reports them with the others. */
-  private readonly lostSinceRenew = new Set<string>();
-  private readonly listeners = new Set<CommitListener>();
-  /** When the leases were last renewed, and until when they are vouched for while renewals fail (see holds). */
-  private renewedAt = clock.now();
-  private vouchedUntil = Number.POSITIVE_INFINITY;
-  private listenClient: pg.Client | undefined;
-  private listenProbe: NodeJS.Timeout | undefined;
-  private listening = false;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private closed = false;
+  private readonly ownership: PgRunOwnership;
+  private readonly notices: PgCommitNotices;
   private closing: Promise<void> | undefined;
 
-  /** Opens the store: `pool` is migrated already; `schema` names the channel of commit notices. */
+  /** Opens the store: `pool` is migrated already; `channel` names the channel of commit notices. */
   constructor(
     private readonly pool: pg.Pool,
-    private readonly target: PgTarget,
-    private channel: string,
+    target: PgTarget,
+    channel: string,
   ) {
-    // The runs this coordinator holds: the open ones (work in flight) and at most MAX_ENDED_HELD ended ones.
-    trackCache("store.pg_held_runs", this, (s) => ({ entries: s.held.size + s.lostSinceRenew.size }));
-    trackCache("store.pg_ended_held_runs", this, (s) => ({ entries: s.ended.size }), { max_entries: MAX_ENDED_HELD });
+    this.ownership = new PgRunOwnership(pool);
+    this.notices = new PgCommitNotices(pool, target, () => this.ownership.owner);
+    this.notices.channel = channel;
   }
 
   /**
@@ -226,7 +91,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     const store = new PgRunStore(pool, target, "");
     await whenOpened(pool, async (query) => {
       const rows = await query(`SELECT current_schema() AS schema`);
-      store.channel = channelOf((rows[0]?.schema as string | undefined) ?? "public");
+      store.notices.channel = channelOf((rows[0]?.schema as string | undefined) ?? "public");
     });
     return store;
   }
@@ -261,7 +126,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     // How many seqs each run takes, in first-seen order.
     const counts = new Map<string, number>();
     for (const e of events) counts.set(e.run_id, (counts.get(e.run_id) ?? 0) + 1);
-    const owner = this.owner;
+    const owner = this.ownership.owner;
 
     // Every run the batch touches, locked first and in run_id order (attached, also checked): batches of two
     // coordinators, or two batches of one, then lock shared runs in the same order and cannot deadlock.
@@ -313,7 +178,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
         [
           JSON.stringify(runRows),
           owner ?? null,
-          owner !== undefined ? clock.now() + this.leaseMs : null,
+          owner !== undefined ? clock.now() + this.ownership.leaseMs : null,
           owner !== undefined ? 1 : 0,
           others,
           others.map((id) => counts.get(id)!),
@@ -330,11 +195,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
       }
       if (owner !== undefined) {
         // A run that existed before this batch must be held by `owner` at the epoch it took it with.
-        const fenced = rows.filter((r) => r.k === "f" && (r.lease_owner !== owner || this.held.get(r.run_id) !== r.epoch)).map((r) => r.run_id);
-        if (fenced.length > 0) {
-          for (const id of fenced) this.forget(id, true);
-          throw new FencedError(fenced);
-        }
+        this.ownership.fence(owner, rows.filter((r) => r.k === "f"));
       }
       // The first seq of every run that takes some: its new counter minus its events in the batch.
       const next = new Map<string, number>();
@@ -381,10 +242,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
         const e = events[i];
         const seq = next.get(e.run_id)!;
         next.set(e.run_id, seq + 1);
-        const ev: RunEvent = { run_id: e.run_id, seq, type: e.type, time: e.time };
-        if (e.node_run_id !== undefined) ev.node_run_id = e.node_run_id;
-        if (e.data !== undefined) ev.data = e.data;
-        if (e.extensions !== undefined) ev.extensions = e.extensions;
+        const ev = eventWithSeq(e, seq);
         out[i] = ev;
         eventRows[i] = { run_id: e.run_id, seq, node_run_id: e.node_run_id ?? null, type: e.type, at: e.time, payload: ev };
       }
@@ -414,27 +272,15 @@ export class PgRunStore implements RunStore, SharedRunStore {
            SELECT e.run_id, e.seq, e.node_run_id, e.type, e.at::timestamptz, e.payload
            FROM jsonb_to_recordset($3::jsonb) AS e(run_id text, seq int8, node_run_id text, type text, at text, payload jsonb))
          SELECT pg_notify($4, p) FROM unnest($5::text[]) AS p`,
-        [JSON.stringify(nodeRunRows), JSON.stringify(approvalRows), JSON.stringify(eventRows), this.channel, notify],
+        [JSON.stringify(nodeRunRows), JSON.stringify(approvalRows), JSON.stringify(eventRows), this.notices.channel, notify],
       );
       return { out, inserted };
     });
-    if (owner !== undefined && owner === this.owner) {
-      for (const id of result.inserted) this.held.set(id, 1);
-      for (const r of runs) if (TERMINAL.has(r.state) && this.held.has(r.run_id)) this.markEnded(r.run_id);
-    }
+    this.ownership.committed(owner, result.inserted, runs);
     return result.out;
   }
 
-  /** Drops a run from what this coordinator holds; `lost` reports it at the next renew. */
-  private forget(runId: string, lost: boolean): void {
-    this.ended.delete(runId);
-    if (this.held.delete(runId) && lost) this.lostSinceRenew.add(runId);
-  }
 
-  private markEnded(runId: string): void {
-    this.ended.add(runId);
-    if (this.ended.size > MAX_ENDED_HELD) this.forget(this.ended.values().next().value as string, false);
-  }
 
   async getRun(runId: string): Promise<RunRecord | undefined> {
     const { rows } = await this.pool.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = $1`, [runId]);
@@ -460,10 +306,10 @@ export class PgRunStore implements RunStore, SharedRunStore {
   }
 
   async listOpenRuns(): Promise<RunRecord[]> {
-    const mine = this.owner !== undefined ? `AND lease_owner = $1` : "";
+    const mine = this.ownership.owner !== undefined ? `AND lease_owner = $1` : "";
     const { rows } = await this.pool.query<RunRow>(
       `SELECT ${RUN_COLUMNS} FROM runs WHERE ${OPEN_RUN} ${mine} ORDER BY run_id`,
-      this.owner !== undefined ? [this.owner] : [],
+      this.ownership.owner !== undefined ? [this.ownership.owner] : [],
     );
     return rows.map(toRun);
   }
@@ -542,7 +388,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     if (o.limit <= 0) return [];
     const params: unknown[] = [o.owner, o.now, o.now + o.leaseMs, o.limit];
     let pick: string;
-    if (this.owner === undefined) {
+    if (this.ownership.owner === undefined) {
       // Two index ranges, each in the order wanted (unleased work, expired leases); the outer WHERE repeats the
       // terms so a row another claimer leased meanwhile is re-checked and skipped.
       pick = `SELECT node_run_id AS id FROM node_runs
@@ -562,7 +408,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
     } else {
       // Only NodeRuns of runs this coordinator holds, where a live lease of a previous owner of the run does not
       // count. The same two index ranges, each limited to the runs held; the outer WHERE re-checks, as above.
-      params.push(this.owner);
+      params.push(this.ownership.owner);
       // A per-row lookup by primary key: the scan of open work stays in index order and stops at the limit, and
       // the plan does not hinge on statistics a fresh table lacks (a join was planned as a scan per row).
       const heldRun = (n: string) => `(SELECT r.lease_owner FROM runs r WHERE r.run_id = ${n}.run_id AND r.${OPEN_RUN}) = $5`;
@@ -604,7 +450,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
   async listExpiredLeases(now: number, limit: number): Promise<NodeRunRecord[]> {
     const params: unknown[] = [now, limit];
-    const mine = this.owner !== undefined ? `AND run_id IN (SELECT run_id FROM runs WHERE lease_owner = $${params.push(this.owner)} AND ${OPEN_RUN})` : "";
+    const mine = this.ownership.owner !== undefined ? `AND run_id IN (SELECT run_id FROM runs WHERE lease_owner = $${params.push(this.ownership.owner)} AND ${OPEN_RUN})` : "";
     const { rows } = await this.pool.query<NodeRunRow>(
       `SELECT ${NODE_RUN_COLUMNS} FROM node_runs
        WHERE lease_owner IS NOT NULL AND ${OPEN_NODE_RUN} AND lease_expires_at < ${ts("$1")} ${mine}
@@ -625,7 +471,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
   async listOverdueRuns(now: number, limit: number): Promise<RunRecord[]> {
     const params: unknown[] = [now, limit];
-    const mine = this.owner !== undefined ? `AND lease_owner = $${params.push(this.owner)}` : "";
+    const mine = this.ownership.owner !== undefined ? `AND lease_owner = $${params.push(this.ownership.owner)}` : "";
     const { rows } = await this.pool.query<RunRow>(
       `SELECT ${RUN_COLUMNS} FROM runs
        WHERE ${OPEN_RUN} AND deadline_at IS NOT NULL AND deadline_at < ${ts("$1")} ${mine}
@@ -635,260 +481,47 @@ export class PgRunStore implements RunStore, SharedRunStore {
     return rows.map(toRun);
   }
 
-  // ---- SharedRunStore -------------------------------------------------------------------------------------------
+  // ---- SharedRunStore: pg-run-ownership.ts and pg-commit-notices.ts --------------------------------------------
 
   attach(owner: string, leaseMs: number): void {
-    if (this.owner !== undefined && this.owner !== owner) {
-      this.held.clear();
-      this.ended.clear();
-      this.lostSinceRenew.clear();
-    }
-    this.owner = owner;
-    this.leaseMs = leaseMs;
-    this.renewedAt = clock.now();
+    this.ownership.attach(owner, leaseMs);
   }
 
-  /**
-   * Whether this coordinator holds the run: taken, created or renewed by it, and not lost. While renewals fail (the
-   * database is down) the runs stay held, but only for as long as their leases may still be running: past that, another
-   * coordinator may have taken them, so none is vouched for (reads go to the store, which answers or is down) until a
-   * renewal succeeds again and says which were lost.
-   */
   holds(runId: string): boolean {
-    return this.held.has(runId) && clock.now() <= this.vouchedUntil;
+    return this.ownership.holds(runId);
   }
 
-  private attached(): string {
-    if (this.owner === undefined) throw new Error("this run store is not attached to a coordinator: call shared.attach(owner, leaseMs) first");
-    return this.owner;
+  renew(now: number): Promise<{ lost: string[] }> {
+    return this.ownership.renew(now);
   }
 
-  async renew(now: number): Promise<{ lost: string[] }> {
-    try {
-      const out = await this.renewHeld(now);
-      this.renewedAt = now;
-      this.vouchedUntil = Number.POSITIVE_INFINITY;
-      return out;
-    } catch (err) {
-      // The leases renewed last run out at renewedAt + leaseMs; from then on, none is vouched for.
-      if (this.vouchedUntil === Number.POSITIVE_INFINITY) this.vouchedUntil = this.renewedAt + this.leaseMs;
-      throw err;
-    }
+  takeOver(now: number, limit: number, runIds?: string[]): Promise<string[]> {
+    return this.ownership.takeOver(now, limit, runIds);
   }
 
-  private async renewHeld(now: number): Promise<{ lost: string[] }> {
-    const owner = this.attached();
-    const ids = [...this.held.keys()].filter((id) => !this.ended.has(id)).sort();
-    if (ids.length === 0) {
-      const lost = [...this.lostSinceRenew];
-      this.lostSinceRenew.clear();
-      return { lost: lost.sort() };
-    }
-    const epochs = ids.map((id) => this.held.get(id)!);
-    const sent = new Map(ids.map((id, i) => [id, epochs[i]]));
-    // The SELECT reads the rows as they were before the UPDATE, which changes neither owner nor epoch.
-    const { rows } = await this.pool.query<{ run_id: string; mine: boolean | null; open: boolean | null }>(
-      `WITH h AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS h(run_id, epoch)),
-            u AS (UPDATE runs r SET lease_expires_at = ${ts("$4")} FROM h
-                  WHERE r.run_id = h.run_id AND r.lease_owner = $3 AND r.lease_epoch = h.epoch AND r.${OPEN_RUN}
-                  RETURNING r.run_id)
-       SELECT h.run_id, (r.lease_owner = $3 AND r.lease_epoch = h.epoch) AS mine, r.${OPEN_RUN} AS open
-       FROM h LEFT JOIN runs r USING (run_id)`,
-      [ids, epochs, owner, now + this.leaseMs],
-    );
-    // Read only now: when the renewal fails, they are reported by the next one.
-    const lost = [...this.lostSinceRenew];
-    this.lostSinceRenew.clear();
-    for (const r of rows) {
-      if (!r.mine) {
-        // Only drop what is still the epoch we read: a takeover racing with this renewal may have set a new one.
-        if (this.held.get(r.run_id) === sent.get(r.run_id)) this.forget(r.run_id, false);
-        lost.push(r.run_id);
-      } else if (!r.open) {
-        // Ended (by another path than this store's apply): still held, no longer renewed.
-        this.markEnded(r.run_id);
-      }
-    }
-    return { lost: lost.sort() };
+  ownerOf(runId: string): Promise<RunOwner | undefined> {
+    return this.ownership.ownerOf(runId);
   }
 
-  async takeOver(now: number, limit: number, runIds?: string[]): Promise<string[]> {
-    const owner = this.attached();
-    if (limit <= 0 || (runIds !== undefined && runIds.length === 0)) return [];
-    const params: unknown[] = [owner, now, now + this.leaseMs, limit];
-    const takeable = `${OPEN_RUN} AND (lease_owner IS NULL OR lease_expires_at < ${ts("$2")})`;
-    // Without ids, two index ranges: leases that ran out (longest expired first) and runs nobody holds.
-    const candidates =
-      runIds !== undefined
-        ? `run_id = ANY($${params.push(runIds)}::text[])`
-        : `run_id IN (
-             (SELECT run_id FROM runs WHERE ${OPEN_RUN} AND lease_owner IS NOT NULL AND lease_expires_at < ${ts("$2")}
-              ORDER BY lease_expires_at LIMIT $4)
-             UNION ALL
-             (SELECT run_id FROM runs WHERE lease_owner IS NULL AND ${OPEN_RUN} ORDER BY run_id LIMIT $4))`;
-    // FOR UPDATE re-checks the WHERE on the latest row version, so a run another coordinator took meanwhile is
-    // left alone, and SKIP LOCKED passes over one it is taking right now.
-    const { rows } = await this.pool.query<{ run_id: string; epoch: number }>(
-      `WITH c AS (
-         SELECT run_id FROM runs WHERE ${candidates} AND ${takeable}
-         ORDER BY lease_expires_at NULLS FIRST, run_id LIMIT $4
-         FOR UPDATE SKIP LOCKED)
-       UPDATE runs SET lease_owner = $1, lease_expires_at = ${ts("$3")}, lease_epoch = runs.lease_epoch + 1
-       FROM c WHERE runs.run_id = c.run_id
-       RETURNING runs.run_id, runs.lease_epoch::float8 AS epoch`,
-      params,
-    );
-    if (owner === this.owner) {
-      for (const r of rows) {
-        this.held.set(r.run_id, r.epoch);
-        this.ended.delete(r.run_id);
-        this.lostSinceRenew.delete(r.run_id);
-      }
-    }
-    return rows.map((r) => r.run_id).sort();
+  release(now: number): Promise<string[]> {
+    return this.ownership.release(now);
   }
 
-  async ownerOf(runId: string): Promise<RunOwner | undefined> {
-    const { rows } = await this.pool.query<{ owner: string; endpoint: string | null; epoch: number; expires_at: number | null }>(
-      `SELECT r.lease_owner AS owner, c.endpoint, r.lease_epoch::float8 AS epoch, ${ms("r.lease_expires_at")} AS expires_at
-       FROM runs r LEFT JOIN coordinators c ON c.instance_id = r.lease_owner
-       WHERE r.run_id = $1 AND r.lease_owner IS NOT NULL`,
-      [runId],
-    );
-    const r = rows[0];
-    return r && { owner: r.owner, endpoint: r.endpoint, epoch: r.epoch, expires_at: r.expires_at ?? 0 };
+  announce(endpoint: string | null, now: number, ttlMs: number): Promise<void> {
+    return this.ownership.announce(endpoint, now, ttlMs);
   }
 
-  async release(now: number): Promise<string[]> {
-    const owner = this.attached();
-    // A lease that ended a millisecond ago: takeOver's "ran out before now" holds at once for every other coordinator.
-    const { rows } = await this.pool.query<{ run_id: string }>(
-      `UPDATE runs SET lease_expires_at = ${ts("$2")} WHERE lease_owner = $1 AND ${OPEN_RUN} AND lease_expires_at > ${ts("$2")} RETURNING run_id`,
-      [owner, now - 1],
-    );
-    await this.pool.query(`UPDATE coordinators SET expires_at = ${ts("$2")} WHERE instance_id = $1`, [owner, now - 1]);
-    return rows.map((r) => r.run_id).sort();
-  }
-
-  async announce(endpoint: string | null, now: number, ttlMs: number): Promise<void> {
-    const owner = this.attached();
-    await this.pool.query(
-      `INSERT INTO coordinators (instance_id, endpoint, expires_at) VALUES ($1, $2, ${ts("$3")})
-       ON CONFLICT (instance_id) DO UPDATE SET endpoint = excluded.endpoint, expires_at = excluded.expires_at`,
-      [owner, endpoint, now + ttlMs],
-    );
-  }
-
-  async coordinators(now: number): Promise<CoordinatorRecord[]> {
-    const { rows } = await this.pool.query<CoordinatorRecord>(
-      `SELECT instance_id, endpoint, ${ms("expires_at")} AS expires_at FROM coordinators
-       WHERE expires_at >= ${ts("$1")} ORDER BY instance_id`,
-      [now],
-    );
-    return rows;
+  coordinators(now: number): Promise<CoordinatorRecord[]> {
+    return this.ownership.coordinators(now);
   }
 
   onCommit(listener: CommitListener): () => void {
-    this.listeners.add(listener);
-    if (!this.listening && !this.closed) {
-      this.listening = true;
-      void this.connectListener(false, 100);
-    }
-    return () => {
-      this.listeners.delete(listener);
-    };
-  }
-
-  /** Opens the LISTEN connection, retrying with backoff; after a reconnect, tells the listeners they may have missed notices. */
-  private async connectListener(reconnect: boolean, delayMs: number): Promise<void> {
-    // A store opened while the database was down listens once it is reached (its channel is known then).
-    await whenReady(this.pool);
-    if (this.closed) return;
-    const client = new pg.Client(this.target.config);
-    let gone = false;
-    const lost = () => {
-      if (gone) return;
-      gone = true;
-      clearInterval(this.listenProbe);
-      if (this.listenClient === client) this.listenClient = undefined;
-      void client.end().catch(() => {});
-      this.scheduleReconnect(delayMs);
-    };
-    client.on("error", lost);
-    client.on("end", lost);
-    try {
-      await client.connect();
-      await client.query(`LISTEN "${this.channel}"`);
-    } catch {
-      lost();
-      return;
-    }
-    if (this.closed) {
-      gone = true;
-      await client.end().catch(() => {});
-      return;
-    }
-    this.listenClient = client;
-    client.on("notification", (msg) => {
-      if (msg.channel === this.channel && msg.payload) this.deliver(msg.payload);
-    });
-    if (reconnect) this.emit(null, -1);
-    // A connection that stays up resets the backoff.
-    delayMs = 100;
-    // The connection only listens, so nothing else would notice a network that holds its packets: a probe that
-    // gets no answer in time drops it, and the reconnect (with its catch-up notice) follows.
-    clearInterval(this.listenProbe);
-    const heartbeat = setInterval(() => {
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("no answer")), LISTEN_PROBE_TIMEOUT_MS)));
-      Promise.race([client.query("SELECT 1"), deadline])
-        .catch(() => {
-          (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-          lost();
-        })
-        .finally(() => clearTimeout(timer));
-    }, LISTEN_PROBE_EVERY_MS);
-    heartbeat.unref();
-    this.listenProbe = heartbeat;
-  }
-
-  private scheduleReconnect(delayMs: number): void {
-    if (this.closed || this.reconnectTimer) return;
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      void this.connectListener(true, Math.min(delayMs * 2, 5_000));
-    }, delayMs);
-    this.reconnectTimer.unref?.();
-  }
-
-  private deliver(payload: string): void {
-    const lines = payload.split("\n");
-    // The first line names the writer; a store's own commits are not news to it.
-    if (lines[0] === this.owner) return;
-    for (let i = 1; i < lines.length; i++) {
-      const at = lines[i].lastIndexOf(" ");
-      if (at <= 0) continue;
-      this.emit(lines[i].slice(0, at), Number(lines[i].slice(at + 1)));
-    }
-  }
-
-  private emit(runId: string | null, seq: number): void {
-    for (const l of [...this.listeners]) {
-      try {
-        l(runId, seq);
-      } catch {
-        // One listener's failure must not keep the notice from the others.
-      }
-    }
+    return this.notices.onCommit(listener);
   }
 
   /** Resolves once the LISTEN connection is up (after the first onCommit); tests wait on it before committing. */
-  async whenListening(timeoutMs = 10_000): Promise<void> {
-    const until = Date.now() + timeoutMs;
-    while (!this.listenClient) {
-      if (this.closed || Date.now() > until) throw new Error("the commit listener is not connected");
-      await new Promise((r) => setTimeout(r, 10));
-    }
+  whenListening(timeoutMs = 10_000): Promise<void> {
+    return this.notices.whenListening(timeoutMs);
   }
 
   async sharedSecret(name: string): Promise<Uint8Array> {
@@ -904,45 +537,12 @@ export class PgRunStore implements RunStore, SharedRunStore {
 
   async close(): Promise<void> {
     if (!this.closing) {
-      this.closed = true;
-      if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
-      clearInterval(this.listenProbe);
-      const client = this.listenClient;
-      this.listenClient = undefined;
+      const listener = this.notices.close();
       this.closing = (async () => {
-        if (client) {
-          client.removeAllListeners("end");
-          client.removeAllListeners("error");
-          client.on("error", () => {});
-          // A connection the network holds would never finish ending: given a second, then dropped.
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([client.end().catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, 1_000)))]);
-          clearTimeout(timer);
-          (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-        }
+        await listener;
         await this.pool.end();
       })();
     }
     return this.closing;
   }
-}
-
-/** Commit notices of one batch: the writer, then "run_id seq" per run (its last seq), in chunks pg_notify accepts. */
-function notices(owner: string, next: Map<string, number>): string[] {
-  const out: string[] = [];
-  let chunk = owner;
-  let size = Buffer.byteLength(owner);
-  for (const [runId, after] of next) {
-    const line = `\n${runId} ${after - 1}`;
-    const n = Buffer.byteLength(line);
-    if (size + n > NOTIFY_LIMIT && chunk !== owner) {
-      out.push(chunk);
-      chunk = owner;
-      size = Buffer.byteLength(owner);
-    }
-    chunk += line;
-    size += n;
-  }
-  if (chunk !== owner) out.push(chunk);
-  return out;
 }

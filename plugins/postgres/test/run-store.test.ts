@@ -7,7 +7,7 @@ import type { RunRecord } from "@nodefabric/core";
 import { makeEvent, makeNodeRun, makeRun, runStoreContract, T0 } from "../../../core/test/store/run-store-contract.js";
 import pg from "pg";
 import { openPgRunStore, type PgRunStore } from "../src/index.js";
-import { QUEUE_STATS_SQL } from "../src/pg-run-store.js";
+import { QUEUE_STATS_SQL } from "../src/pg-run-sql.js";
 import { dropSchema, newSchema, OPEN_OPTIONS, PG_URL, storeUrl } from "./support/pg.js";
 
 runStoreContract("PostgreSQL", async () => {
