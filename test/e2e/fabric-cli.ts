@@ -19,7 +19,8 @@ export interface FabricProcess {
  * Starts `fabric <args>` and resolves once its banner has listed every service URL. `cli` runs another installation's
  * CLI (a package installed outside this repository) instead of this workspace's build.
  */
-export function startFabricProcess(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; expect?: number; cli?: string } = {}): Promise<FabricProcess> {
+export function startFabricProcess(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; expect?: number; cli?: string; startMs?: number } = {}): Promise<FabricProcess> {
+  const startMs = options.startMs ?? 60_000;
   const child = spawn(process.execPath, [options.cli ?? CLI, ...args], {
     cwd: options.cwd,
     env: { ...process.env, FABRIC_LOG_LEVEL: "warn", ...options.env },
@@ -30,7 +31,9 @@ export function startFabricProcess(args: string[], options: { cwd?: string; env?
   const expected = options.expect ?? 7;
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`fabric did not start in time:\n${out}`)), 20_000);
+    // A generous bound: on a loaded 2-core machine a cold start (module loading, the first SQLite open) has taken over
+    // 20 s; a start that really hangs still fails, with what the process printed.
+    const timer = setTimeout(() => reject(new Error(`fabric did not start in ${startMs / 1000} s:\n${out}`)), startMs);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       for (const m of out.matchAll(/^\s+([a-z-]+)\s+(http:\/\/\S+)$/gm)) urls[m[1]] = m[2];

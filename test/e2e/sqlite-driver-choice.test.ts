@@ -90,5 +90,5 @@ describe("an installation without better-sqlite3", () => {
     } finally {
       await fabric.stop();
     }
-  }, 60_000);
+  }, 120_000);
 });
