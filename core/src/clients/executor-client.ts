@@ -62,8 +62,11 @@ export class HttpExecutorCaller implements ExecutorCaller {
 }
 
 /**
- * Calls executors of this process directly and the others over HTTP. An in-process call gets a structured copy of
- * the request and result, as a socket would, so neither side can see the other's objects change.
+ * Calls executors of this process directly and the others over HTTP. An in-process call copies only what user code
+ * receives and could change: the inputs, handed to the handler as they are. The rest of the request is read, never
+ * changed, by the executor, and the result needs no copy: the executor's runtime answers a JSON copy of what the
+ * handler returned (sdk/src/runtime/atomic-execution.ts), and neither the executor nor the engine changes a result
+ * once answered. So a run is copied once across the call, not twice over.
  */
 export class LocalFirstExecutorCaller implements ExecutorCaller {
   constructor(
@@ -91,7 +94,7 @@ export class LocalFirstExecutorCaller implements ExecutorCaller {
   async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
     const api = this.find(endpoint);
     if (!api) return this.remote.execute(endpoint, body, options);
-    return structuredClone(await api.execute(structuredClone(body), options.idempotencyKey));
+    return api.execute({ ...body, inputs: structuredClone(body.inputs) }, options.idempotencyKey);
   }
 
   async cancel(endpoint: string, nodeRunId: string): Promise<void> {
