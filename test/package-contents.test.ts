@@ -38,6 +38,7 @@ const FORBIDDEN: [RegExp, string][] = [
   [/(^|\/)(tsup|vitest|vite|eslint)\.config\.[^/]+$/, "a build or test tool config"],
   [/(^|\/)tsconfig[^/]*\.json$/, "a tsconfig"],
   [/(^|\/)\.(env|npmrc)$/, "a local settings file"],
+  [/(^|\/)\.build-stamp$/, "the stamp scripts/build-changed.mjs leaves in dist/"],
 ];
 const DATA_FOLDERS = ["templates/"];
 
