@@ -83,9 +83,12 @@ function hashFiles(abs, skipTop, keep = () => true) {
   return files;
 }
 
-/** The shared inputs of the root, each mapped to its hash (or "absent"). */
+/**
+ * The shared inputs of the root, each mapped to its hash (or "absent"), and NODE_ENV, which tools read (vite makes a
+ * development build of the console when it is "development").
+ */
 export function sharedInputs(root) {
-  return Object.fromEntries(SHARED_INPUTS.map((f) => [f, hashPath(path.join(root, f))]));
+  return { ...Object.fromEntries(SHARED_INPUTS.map((f) => [f, hashPath(path.join(root, f))])), $NODE_ENV: process.env.NODE_ENV ?? "" };
 }
 
 /** A file's or a folder's hash (a folder: every file under it, by relative path), or "absent". */
