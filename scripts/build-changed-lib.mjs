@@ -47,14 +47,16 @@ export function readPlan(root) {
   for (const p of packages) {
     p.files = ownFiles(p.abs);
     // tsup's options: its config file, or the "tsup" field of package.json.
-    p.tsupConfig = Object.keys(p.files).filter((f) => /^tsup\.config\.[cm]?[jt]s$/.test(f)).map((f) => readFileSync(path.join(p.abs, f), "utf8")).join("\n") + JSON.stringify(p.manifest.tsup ?? "");
+    const tsupFiles = Object.keys(p.files).filter((f) => /^tsup\.config\.[cm]?[jt]s$/.test(f));
+    p.tsupConfig = tsupFiles.map((f) => readFileSync(path.join(p.abs, f), "utf8")).join("\n") + JSON.stringify(p.manifest.tsup ?? "");
     p.imports = new Map(); // name → "src" | "outside" (where the importing file is; "outside" wins)
     p.pathsInto = new Set(); // packages whose files a tsconfig `paths` of this package points at
     p.extra = new Map(); // files outside every package that this package's files or build script name → their hash
     scanImports(root, p, packages);
     scanTsconfigPaths(root, p, packages);
     scanBuildScript(root, p, packages);
-    p.declared = new Set(["dependencies", "peerDependencies", "devDependencies", "optionalDependencies"].flatMap((f) => Object.keys(p.manifest[f] ?? {})).filter((n) => byName.has(n) && n !== p.name));
+    const fields = ["dependencies", "peerDependencies", "devDependencies", "optionalDependencies"];
+    p.declared = new Set(fields.flatMap((f) => Object.keys(p.manifest[f] ?? {})).filter((n) => byName.has(n) && n !== p.name));
   }
   const ordered = buildOrder(packages);
   for (const p of ordered) p.reads = readsOf(p, byName);
@@ -140,14 +142,15 @@ function addImport(p, name, where) {
 
 /** A module named by a relative path, as a resolver might find it: the path itself, or with an extension or index. */
 function hashModule(target) {
-  const candidates = [target, target.replace(/\.([cm]?)js$/, ".$1ts"), `${target}.ts`, `${target}.js`, `${target}.json`, path.join(target, "index.ts"), path.join(target, "index.js")];
+  const candidates = [target, target.replace(/\.([cm]?)js$/, ".$1ts"), `${target}.ts`, `${target}.js`, `${target}.json`];
+  candidates.push(path.join(target, "index.ts"), path.join(target, "index.js"));
   return sha(JSON.stringify(candidates.map((c) => [c, existsSync(c) && statSync(c).isFile() ? hashPath(c) : "absent"])));
 }
 
 /**
  * A tsconfig `paths` entry that points into another package makes the compiler read that package's sources instead
  * of its built declarations (the handlers map @nodefabric/sdk to sdk/src), so the build reads all of it. The root
- * tsconfig.json, which every package's extends, counts for every package.
+ * tsconfig.json, which every package's tsconfig extends, counts for every package.
  */
 function scanTsconfigPaths(root, p, packages) {
   const configs = Object.keys(p.files).filter((f) => /(^|\/)tsconfig[^/]*\.json$/.test(f)).map((f) => path.join(p.abs, f));
@@ -158,8 +161,12 @@ function scanTsconfigPaths(root, p, packages) {
     const options = config?.compilerOptions ?? {};
     const base = path.resolve(path.dirname(file), options.baseUrl ?? ".");
     // A path into a package, or a wildcard path above several ("../../*/src"), and a project reference.
-    const targets = Object.values(options.paths ?? {}).flatMap((t) => (Array.isArray(t) ? t : []).map((x) => path.resolve(base, String(x).replace(/\*.*$/, ""))));
-    for (const ref of Array.isArray(config?.references) ? config.references : []) if (typeof ref?.path === "string") targets.push(path.resolve(path.dirname(file), ref.path));
+    const targets = Object.values(options.paths ?? {})
+      .flatMap((t) => (Array.isArray(t) ? t : []))
+      .map((x) => path.resolve(base, String(x).replace(/\*.*$/, "")));
+    for (const ref of Array.isArray(config?.references) ? config.references : []) {
+      if (typeof ref?.path === "string") targets.push(path.resolve(path.dirname(file), ref.path));
+    }
     for (const target of targets) {
       for (const q of packages) if (q !== p && (inside(q.abs, target) || inside(target, q.abs))) p.pathsInto.add(q.name);
     }
@@ -205,7 +212,7 @@ const inside = (dir, target) => {
 
 /**
  * The packages in build order: each after every workspace package it declares (any dependency field) or imports,
- * the workspace order deciding among those free to go. Throws, naming the loop, on a cycle.
+ * the workspace order deciding among those free to go. Throws on a cycle, naming the packages caught in it or after it.
  */
 export function buildOrder(packages) {
   const names = new Set(packages.map((p) => p.name));
