@@ -32,19 +32,23 @@ export interface MigrateOptions {
   migrations?: readonly Migration[];
   /** The schema to migrate (created when missing); by default the connection's search_path. */
   schema?: string;
+  /** The opt-in migrations to apply now, by their `optIn` name (see Migration.optIn). */
+  enable?: readonly string[];
 }
 
 export interface MigrateResult {
   /** The versions this call applied, in order; empty when the database was already current. */
   applied: number[];
-  /** The database's version afterwards: the last migration's. */
+  /** The database's version afterwards: the last migration applied. */
   version: number;
+  /** The migrations not applied because an opt-in one waits to be asked for (it first), in order; usually empty. */
+  waiting: Migration[];
 }
 
 /** Why migrating stopped; nothing was changed. `code` tells the cases apart. */
 export class MigrationError extends Error {
   constructor(
-    readonly code: "FABRIC_PG_MIGRATION_CHECKSUM" | "FABRIC_PG_DATABASE_NEWER" | "FABRIC_PG_MIGRATIONS_INVALID",
+    readonly code: "FABRIC_PG_MIGRATION_CHECKSUM" | "FABRIC_PG_DATABASE_NEWER" | "FABRIC_PG_MIGRATIONS_INVALID" | "FABRIC_PG_UNKNOWN_OPT_IN",
     message: string,
   ) {
     super(message);
@@ -77,6 +81,9 @@ function checkList(migrations: readonly Migration[]): void {
     if (!m.name.trim() || !m.sql.trim()) {
       throw new MigrationError("FABRIC_PG_MIGRATIONS_INVALID", `migration ${m.version} needs a name and SQL`);
     }
+    if (m.optIn !== undefined && !/^[a-z][a-z0-9-]*$/.test(m.optIn)) {
+      throw new MigrationError("FABRIC_PG_MIGRATIONS_INVALID", `migration ${label(m.version, m.name)} opts in as ${JSON.stringify(m.optIn)}; use lowercase letters, digits and -`);
+    }
     previous = m.version;
   }
 }
@@ -89,6 +96,15 @@ function checkList(migrations: readonly Migration[]): void {
 export async function migrateWith(inTransaction: InTransaction, options: MigrateOptions = {}): Promise<MigrateResult> {
   const migrations = options.migrations ?? MIGRATIONS;
   checkList(migrations);
+  const enable = new Set(options.enable ?? []);
+  const known = migrations.flatMap((m) => (m.optIn !== undefined ? [m.optIn] : []));
+  const unknown = [...enable].filter((name) => !known.includes(name));
+  if (unknown.length > 0) {
+    throw new MigrationError(
+      "FABRIC_PG_UNKNOWN_OPT_IN",
+      `no migration of this release is enabled as ${unknown.map((n) => JSON.stringify(n)).join(", ")} (${known.length > 0 ? `it knows ${known.join(", ")}` : "it has none to enable"})`,
+    );
+  }
   return inTransaction(async (query) => {
     await query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
     if (options.schema !== undefined) {
@@ -126,13 +142,20 @@ export async function migrateWith(inTransaction: InTransaction, options: Migrate
       }
     }
     const done = new Set(rows.map((r) => Number(r.version)));
+    // A database with no migration yet has no process of an earlier release reading it: its opt-ins apply at once.
+    const fresh = done.size === 0;
     const applied: number[] = [];
-    for (const m of migrations) {
+    let version = Math.max(0, ...done);
+    for (const [i, m] of migrations.entries()) {
       if (done.has(m.version)) continue;
+      if (m.optIn !== undefined && !fresh && !enable.has(m.optIn)) {
+        return { applied, version, waiting: migrations.slice(i).filter((w) => !done.has(w.version)) };
+      }
       await query(m.sql);
       await query(`INSERT INTO ${MIGRATIONS_TABLE} (version, name, checksum) VALUES ($1, $2, $3)`, [m.version, m.name, migrationChecksum(m)]);
       applied.push(m.version);
+      version = m.version;
     }
-    return { applied, version: migrations.at(-1)?.version ?? 0 };
+    return { applied, version, waiting: [] };
   });
 }

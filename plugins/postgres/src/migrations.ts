@@ -11,12 +11,28 @@ export interface Migration {
   name: string;
   /** The statements; several, separated by semicolons, without parameters. */
   sql: string;
+  /**
+   * Set on a migration that releases before it must not meet: a switch to a new way of writing that older code would
+   * misread. Such a migration is applied at start only to a database with no migration yet (no older process can be
+   * using it); on a database in use, only when an operator asks for it by this name (`fabric postgres migrate
+   * --enable <name>`), once every process of an earlier release is gone. The migrations after it wait for it.
+   */
+  optIn?: string;
 }
 
 // The non-terminal states, spelled as in the partial indexes: PostgreSQL uses a partial index only when the query's
 // WHERE implies the index's, so the store's queries repeat these terms exactly.
 const OPEN_RUN = `state IN ('queued', 'running')`;
 const OPEN_NODE_RUN = `state IN ('queued', 'assigned', 'running')`;
+
+/**
+ * The name of the settings row by which a coordinator says it reads grouped event rows (written at every announce;
+ * the coordinator's instance id follows): migration 4 is refused while a live coordinator has none.
+ */
+export const GROUPED_EVENTS_READER = "reads grouped events: ";
+
+/** The migration that turns grouped event rows on: the store writes them once the database has it. */
+export const GROUPED_EVENTS_VERSION = 4;
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -198,6 +214,36 @@ CREATE INDEX approvals_by_created ON approvals (created_at, approval_id);
 CREATE INDEX approvals_by_state ON approvals (state, created_at, approval_id);
 DROP INDEX approvals_by_run;
 CREATE INDEX approvals_by_run ON approvals (run_id, created_at, approval_id);
+`,
+  },
+  {
+    version: GROUPED_EVENTS_VERSION,
+    name: "the events of a transaction in one row",
+    optIn: "grouped-events",
+    sql: `
+-- From this migration on, a row of events holds every event one transaction wrote for one run: seq to last_seq, its
+-- payload a JSON array of them, node_run_id, type and at its first event's. Rows with last_seq NULL hold one event
+-- each, their payload the event, as every release before this one wrote them; they are read as they are. A release
+-- before the one that brought this migration would hand out a whole array as one event, so it is applied only once
+-- none of them runs: refused while the coordinator directory lists a live coordinator that has not said it reads
+-- grouped rows (see GROUPED_EVENTS_READER), and no such release starts on the database afterwards (it stops at a
+-- migration it does not know).
+DO $do$
+DECLARE
+  older text;
+BEGIN
+  SELECT string_agg(c.instance_id, ', ' ORDER BY c.instance_id) INTO older FROM coordinators c
+  WHERE c.expires_at > now()
+    AND NOT EXISTS (SELECT 1 FROM nodefabric_settings s WHERE s.name = '${GROUPED_EVENTS_READER}' || c.instance_id);
+  IF older IS NOT NULL THEN
+    RAISE EXCEPTION 'grouped events need every coordinator to read them, and these live coordinators run an earlier release: %', older
+      USING HINT = 'replace them with this release first (or wait until their entries in the coordinator directory expire)';
+  END IF;
+END
+$do$;
+-- Nullable, without a default: PostgreSQL adds it without rewriting the table.
+ALTER TABLE events ADD COLUMN last_seq bigint;
+COMMENT ON COLUMN events.last_seq IS 'the last seq of the events this row holds (payload a JSON array from seq); NULL: one event, payload the event';
 `,
   },
 ];

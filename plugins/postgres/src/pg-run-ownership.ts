@@ -7,6 +7,7 @@ import pg from "pg";
 import { clock, FencedError, trackCache, type CoordinatorRecord, type RunOwner, type RunRecord } from "@nodefabric/core";
 import { ms, ts } from "./connect.js";
 import { OPEN_RUN, TERMINAL } from "./pg-run-sql.js";
+import { GROUPED_EVENTS_READER } from "./migrations.js";
 
 /** Ended runs kept in `held` (so `holds` stays true for them); beyond this many, the oldest are forgotten. */
 const MAX_ENDED_HELD = 50_000;
@@ -168,10 +169,13 @@ export class PgRunOwnership {
 
   async announce(endpoint: string | null, now: number, ttlMs: number): Promise<void> {
     const owner = this.attached();
+    // With the entry, the word that this coordinator reads grouped event rows: enabling them (migration 4) is refused
+    // while a live coordinator in the directory has not said so, since it runs a release that would misread them.
     await this.pool.query(
-      `INSERT INTO coordinators (instance_id, endpoint, expires_at) VALUES ($1, $2, ${ts("$3")})
+      `WITH r AS (INSERT INTO nodefabric_settings (name, value) VALUES ($4::text || $1::text, 'yes') ON CONFLICT (name) DO NOTHING)
+       INSERT INTO coordinators (instance_id, endpoint, expires_at) VALUES ($1, $2, ${ts("$3")})
        ON CONFLICT (instance_id) DO UPDATE SET endpoint = excluded.endpoint, expires_at = excluded.expires_at`,
-      [owner, endpoint, now + ttlMs],
+      [owner, endpoint, now + ttlMs, GROUPED_EVENTS_READER],
     );
   }
 

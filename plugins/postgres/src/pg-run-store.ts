@@ -10,15 +10,15 @@
  * Attached to a coordinator, every batch first locks the runs it touches (FOR UPDATE, by run_id) and checks that the
  * coordinator still holds each at the epoch it claimed it with; otherwise it throws FencedError and writes nothing.
  *
- * Which runs a coordinator holds, and the fencing, are pg-run-ownership.ts; the notices of commits to the other
- * processes, pg-commit-notices.ts.
+ * Events are written one row per event until the database has migration 4 (`grouped-events`), and from then on one
+ * row per run and transaction; both forms are read everywhere (pg-run-events.ts). Which runs a coordinator holds, and
+ * the fencing, are pg-run-ownership.ts; the notices of commits to the other processes, pg-commit-notices.ts.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import {
   byAge,
   clock,
-  eventWithSeq,
   RunExistsError,
   rootTypesOf,
   rowMappers,
@@ -43,6 +43,8 @@ import { ms, pingPool, ts, whenOpened, type PgTarget } from "./connect.js";
 import { inTransaction } from "./pg-migrate.js";
 import { channelOf, notices, PgCommitNotices, type CommitListener } from "./pg-commit-notices.js";
 import { PgRunOwnership } from "./pg-run-ownership.js";
+import { eventRows, eventsFrom, insertEventsSql, LIST_EVENTS_SQL } from "./pg-run-events.js";
+import { GROUPED_EVENTS_VERSION } from "./migrations.js";
 import { APPROVAL_COLUMNS, NODE_RUN_COLUMNS, OPEN_NODE_RUN, OPEN_RUN, QUEUE_STATS_SQL, RUN_COLUMNS } from "./pg-run-sql.js";
 
 type RunEvent = Awaited<ReturnType<RunStore["apply"]>>[number];
@@ -52,11 +54,6 @@ type RunRow = RunRowOf<RunRecord["run"]>;
 type NodeRunRow = NodeRunRowOf<NodeRunRecord["node_run"]>;
 type ApprovalRow = ApprovalRowOf<ApprovalRecord["decision"]>;
 const { toRun, toNodeRun, toApproval } = rowMappers<unknown>((doc) => doc);
-
-/** jsonb keeps keys in its own order; events are handed out with the key order the SQLite store writes. */
-function eventFrom(doc: RunEvent): RunEvent {
-  return eventWithSeq(doc, doc.seq);
-}
 
 /** The last record of each id, in id order (one upsert statement may not touch a row twice). */
 function lastById<T>(records: readonly T[] | undefined, id: (r: T) => string): T[] {
@@ -71,6 +68,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
   private readonly ownership: PgRunOwnership;
   private readonly notices: PgCommitNotices;
   private closing: Promise<void> | undefined;
+  /**
+   * Whether the database has migration 4, so events are written grouped: learnt at open and, until then, by every
+   * batch's first statement (an operator enables it while the coordinators run). Never turned back off.
+   */
+  private grouped = false;
 
   /** Opens the store: `pool` is migrated already; `channel` names the channel of commit notices. */
   constructor(
@@ -90,8 +92,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
   static async open(pool: pg.Pool, target: PgTarget): Promise<PgRunStore> {
     const store = new PgRunStore(pool, target, "");
     await whenOpened(pool, async (query) => {
-      const rows = await query(`SELECT current_schema() AS schema`);
+      const rows = await query(
+        `SELECT current_schema() AS schema, EXISTS (SELECT 1 FROM nodefabric_migrations WHERE version = ${GROUPED_EVENTS_VERSION}) AS grouped`,
+      );
       store.notices.channel = channelOf((rows[0]?.schema as string | undefined) ?? "public");
+      if (rows[0]?.grouped === true) store.grouped = true;
     });
     return store;
   }
@@ -107,6 +112,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
    */
   get applyConcurrency(): number {
     return Math.max(1, Math.min(4, (this.pool.options.max ?? 10) - 2));
+  }
+
+  /** Whether this store writes a transaction's events of a run in one row (the database has migration 4). */
+  get writesGroupedEvents(): boolean {
+    return this.grouped;
   }
 
   /** This store as a SharedRunStore. */
@@ -153,7 +163,11 @@ export class PgRunStore implements RunStore, SharedRunStore {
         root_node_type_id: rootTypes[i],
         n: counts.get(r.run_id) ?? 0,
       }));
-      const { rows } = await c.query<{ k: "f" | "u" | "s"; run_id: string; lease_owner: string | null; epoch: number | null; last_seq: number | null; inserted: boolean | null }>(
+      // Until events are known to be grouped, the statement also asks whether migration 4 was applied meanwhile.
+      const askGrouped = this.grouped
+        ? ""
+        : `\n         UNION ALL SELECT 'g', NULL, NULL, NULL, NULL, NULL FROM nodefabric_migrations WHERE version = ${GROUPED_EVENTS_VERSION}`;
+      const { rows } = await c.query<{ k: "f" | "u" | "s" | "g"; run_id: string; lease_owner: string | null; epoch: number | null; last_seq: number | null; inserted: boolean | null }>(
         `WITH f AS (SELECT run_id, lease_owner, lease_epoch FROM runs WHERE run_id = ANY($7::text[]) ORDER BY run_id FOR UPDATE),
               fc AS (SELECT count(*) AS n FROM f),
               up AS (
@@ -174,7 +188,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
                 RETURNING runs.run_id, runs.last_seq::float8 AS last_seq)
          SELECT 'f' AS k, run_id, lease_owner, lease_epoch::float8 AS epoch, NULL::float8 AS last_seq, NULL::bool AS inserted FROM f
          UNION ALL SELECT 'u', run_id, NULL, NULL, last_seq, inserted FROM up
-         UNION ALL SELECT 's', run_id, NULL, NULL, last_seq, NULL FROM sq`,
+         UNION ALL SELECT 's', run_id, NULL, NULL, last_seq, NULL FROM sq${askGrouped}`,
         [
           JSON.stringify(runRows),
           owner ?? null,
@@ -201,7 +215,8 @@ export class PgRunStore implements RunStore, SharedRunStore {
       const next = new Map<string, number>();
       const inserted: string[] = [];
       for (const r of rows) {
-        if (r.k === "f") continue;
+        if (r.k === "g") this.grouped = true;
+        if (r.k === "f" || r.k === "g") continue;
         const n = counts.get(r.run_id);
         if (n !== undefined) next.set(r.run_id, r.last_seq! - n);
         if (r.inserted) inserted.push(r.run_id);
@@ -210,8 +225,7 @@ export class PgRunStore implements RunStore, SharedRunStore {
       if (missing !== undefined) throw new UnknownRunError(missing);
 
       // Statement 2: NodeRuns, approvals, events and the commit notice.
-      const out: RunEvent[] = new Array(events.length);
-      if (nodeRuns.length === 0 && approvals.length === 0 && events.length === 0) return { out, inserted };
+      if (nodeRuns.length === 0 && approvals.length === 0 && events.length === 0) return { out: [], inserted };
       const nodeRunRows = nodeRuns.map((n) => ({
         node_run_id: n.node_run_id,
         run_id: n.run_id,
@@ -237,15 +251,8 @@ export class PgRunStore implements RunStore, SharedRunStore {
         created_at: a.created_at,
         resolved_at: a.resolved_at,
       }));
-      const eventRows = new Array(events.length);
-      for (let i = 0; i < events.length; i++) {
-        const e = events[i];
-        const seq = next.get(e.run_id)!;
-        next.set(e.run_id, seq + 1);
-        const ev = eventWithSeq(e, seq);
-        out[i] = ev;
-        eventRows[i] = { run_id: e.run_id, seq, node_run_id: e.node_run_id ?? null, type: e.type, at: e.time, payload: ev };
-      }
+      const grouped = this.grouped;
+      const { rows: evRows, out } = eventRows(events, next, grouped);
       // `next` now holds each run's seq after its last event of the batch.
       const notify = owner !== undefined && events.length > 0 ? notices(owner, next) : [];
       // Approvals refer to NodeRuns inserted by the same statement: foreign keys are checked at its end.
@@ -268,11 +275,9 @@ export class PgRunStore implements RunStore, SharedRunStore {
                                                    created_at int8, resolved_at int8)
            ON CONFLICT (approval_id) DO UPDATE SET state = excluded.state, doc = excluded.doc, resolved_at = excluded.resolved_at),
          ev AS (
-           INSERT INTO events (run_id, seq, node_run_id, type, at, payload)
-           SELECT e.run_id, e.seq, e.node_run_id, e.type, e.at::timestamptz, e.payload
-           FROM jsonb_to_recordset($3::jsonb) AS e(run_id text, seq int8, node_run_id text, type text, at text, payload jsonb))
+           ${insertEventsSql(grouped)})
          SELECT pg_notify($4, p) FROM unnest($5::text[]) AS p`,
-        [JSON.stringify(nodeRunRows), JSON.stringify(approvalRows), JSON.stringify(eventRows), this.notices.channel, notify],
+        [JSON.stringify(nodeRunRows), JSON.stringify(approvalRows), JSON.stringify(evRows), this.notices.channel, notify],
       );
       return { out, inserted };
     });
@@ -344,12 +349,12 @@ export class PgRunStore implements RunStore, SharedRunStore {
     return rows[0] && toNodeRun(rows[0]);
   }
 
+  /** Reads both forms of event rows (pg-run-events.ts): from the row holding afterSeq + 1, however many it holds. */
   async listEvents(runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
-    const { rows } = await this.pool.query<{ payload: RunEvent }>(
-      `SELECT payload FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-      [runId, afterSeq, limit],
-    );
-    return rows.map((r) => eventFrom(r.payload));
+    if (limit <= 0) return [];
+    const from = afterSeq + 1;
+    const { rows } = await this.pool.query<{ payload: RunEvent | RunEvent[] }>(LIST_EVENTS_SQL, [runId, from, limit]);
+    return eventsFrom(rows, from, limit);
   }
 
   async lastSeq(runId: string): Promise<number> {

@@ -52,7 +52,11 @@ function migrateCommand({ Command }: CommandTools) {
     .description("apply this release's migrations to a PostgreSQL database (safe when several processes run it at once)")
     .option("--store <url>", "the database, postgres://user@host:port/db (default: $FABRIC_STORE_URL)")
     .option("--schema <name>", "the schema to migrate, created when missing (default: the connection's search_path)")
-    .action(async (opts: { store?: string; schema?: string }) => {
+    .option(
+      "--enable <name...>",
+      "also apply the opt-in migrations of these names (grouped-events: once every coordinator runs this release; see docs/deploy.md)",
+    )
+    .action(async (opts: { store?: string; schema?: string; enable?: string[] }) => {
       // The fabric's own store.url variable, read as its settings table says.
       const url = opts.store ?? FABRIC_SETTINGS.fromEnv(process.env, { invalid: "keep" }).store?.url;
       if (!url) {
@@ -84,17 +88,26 @@ function migrateCommand({ Command }: CommandTools) {
       // No query timeout: a migration may wait for another process's migration lock.
       const pool = new pg.Pool({ ...target.config, query_timeout: undefined, max: 1, connectionTimeoutMillis: 10_000 });
       try {
-        const result = await migrate(pool, schema === undefined ? {} : { schema });
+        const result = await migrate(pool, { ...(schema === undefined ? {} : { schema }), enable: opts.enable ?? [] });
         const where = `${redacted(url)}${schema ? ` (schema ${schema})` : ""}`;
         process.stdout.write(
           result.applied.length === 0
             ? `${where} is at version ${result.version}: nothing to apply\n`
             : `${where}: applied ${result.applied.join(", ")}; now at version ${result.version}\n`,
         );
+        const optIn = result.waiting[0];
+        if (optIn) {
+          process.stdout.write(
+            `migration ${optIn.version} (${optIn.name}) waits to be enabled: once every coordinator on this database runs this ` +
+              `release, run fabric postgres migrate --enable ${optIn.optIn}\n`,
+          );
+        }
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         process.stderr.write(`fabric postgres migrate: ${redacted(url)}: ${message}\n`);
-        process.exitCode = err instanceof MigrationError ? 2 : 1;
+        // A migration that refuses itself (RAISE EXCEPTION, as the grouped-events switch does while older
+        // coordinators are live) stops on a rule, as the checks of MigrationError do.
+        process.exitCode = err instanceof MigrationError || (err as { code?: unknown }).code === "P0001" ? 2 : 1;
       } finally {
         await pool.end();
       }

@@ -65,7 +65,7 @@ describe("migrate", () => {
     await migrate(poolFor(schema), { schema });
     const before = await applied(schema);
     const again = await migrate(poolFor(schema), { schema });
-    expect(again).toEqual({ applied: [], version: MIGRATIONS.at(-1)!.version });
+    expect(again).toEqual({ applied: [], version: MIGRATIONS.at(-1)!.version, waiting: [] });
     expect(await applied(schema)).toEqual(before);
   });
 
@@ -125,6 +125,34 @@ describe("migrate", () => {
     await expect(migrate(poolFor(schema), { schema, migrations: [first, broken] })).rejects.toThrow(/no_such_table/);
     expect(await tables(schema)).toEqual(["a", "nodefabric_migrations"]);
     expect((await applied(schema)).map((r) => r.version)).toEqual([1]);
+  });
+
+  it("applies an opt-in migration at once to a new database, and to one in use only when asked for it, later ones after it", async () => {
+    const first: Migration = { version: 1, name: "first", sql: "CREATE TABLE a (id int PRIMARY KEY)" };
+    const optIn: Migration = { version: 2, name: "switch", sql: "ALTER TABLE a ADD COLUMN b text", optIn: "the-switch" };
+    const third: Migration = { version: 3, name: "third", sql: "CREATE TABLE c (id int)" };
+    // No migration yet: no process of an earlier release can be reading it, so the switch comes with the rest.
+    const fresh = newSchema();
+    expect(await migrate(poolFor(fresh), { schema: fresh, migrations: [first, optIn, third] })).toEqual({ applied: [1, 2, 3], version: 3, waiting: [] });
+
+    // In use (at version 1): the switch and what follows it wait, at every start, until asked for.
+    const used = newSchema();
+    await migrate(poolFor(used), { schema: used, migrations: [first] });
+    expect(await migrate(poolFor(used), { schema: used, migrations: [first, optIn, third] })).toEqual({ applied: [], version: 1, waiting: [optIn, third] });
+    expect(await tables(used)).toEqual(["a", "nodefabric_migrations"]);
+    const results = await Promise.all(Array.from({ length: 3 }, () => migrate(poolFor(used), { schema: used, migrations: [first, optIn, third], enable: ["the-switch"] })));
+    expect(results.flatMap((r) => r.applied)).toEqual([2, 3]);
+    expect((await applied(used)).map((r) => r.version)).toEqual([1, 2, 3]);
+    expect(await migrate(poolFor(used), { schema: used, migrations: [first, optIn, third] })).toEqual({ applied: [], version: 3, waiting: [] });
+  });
+
+  it("refuses to enable an opt-in migration this release does not have, before touching the database", async () => {
+    const schema = newSchema();
+    const err = await migrate(poolFor(schema), { schema, enable: ["no-such-switch"] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MigrationError);
+    expect((err as MigrationError).code).toBe("FABRIC_PG_UNKNOWN_OPT_IN");
+    expect((err as Error).message).toBe('no migration of this release is enabled as "no-such-switch" (it knows grouped-events)');
+    expect(await tables(schema)).toEqual([]);
   });
 
   it("rejects a list whose versions do not rise, before touching the database", async () => {
