@@ -8,6 +8,8 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { MIGRATIONS } from "../src/migrations.js";
+import { migrate } from "../src/pg-migrate.js";
+import { EARLIER_MIGRATIONS, earlierAnnounce } from "./support/earlier-release.js";
 
 const PG_URL = process.env.FABRIC_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const VERSIONS = MIGRATIONS.map((m) => m.version);
@@ -79,5 +81,37 @@ describe("fabric postgres migrate", () => {
     expect(down.code).toBe(1);
     expect(down.stderr).toMatch(/postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/test: connect ECONNREFUSED/);
     expect(down.stderr).not.toContain("s3cret");
+  });
+
+  it("leaves grouped event rows to --enable on a database in use, refusing while a coordinator of the earlier release is live (exit 2)", async () => {
+    const used = `${schema}_used`;
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1, options: `-c search_path=${used}` });
+    try {
+      await migrate(pool, { schema: used, migrations: EARLIER_MIGRATIONS });
+      const waits = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", used]);
+      expect(waits.code, waits.stderr).toBe(0);
+      expect(waits.stdout).toContain(`is at version 3: nothing to apply\n`);
+      expect(waits.stdout).toContain(
+        "migration 4 (the events of a transaction in one row) waits to be enabled: once every coordinator on this database runs this release, " +
+          "run fabric postgres migrate --enable grouped-events\n",
+      );
+
+      const unknown = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", used, "--enable", "grouped-event"]);
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toContain('no migration of this release is enabled as "grouped-event" (it knows grouped-events)');
+
+      await earlierAnnounce(pool, "coordinator-earlier", 60_000);
+      const refused = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", used, "--enable", "grouped-events"]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain("these live coordinators run an earlier release: coordinator-earlier");
+
+      await pool.query(`UPDATE coordinators SET expires_at = now() - interval '1 second'`);
+      const enabled = await fabric(["postgres", "migrate", "--store", PG_URL, "--schema", used, "--enable", "grouped-events"]);
+      expect(enabled.code, enabled.stderr).toBe(0);
+      expect(enabled.stdout).toMatch(new RegExp(`\\(schema ${used}\\): applied 4; now at version 4\n$`));
+    } finally {
+      await pool.end();
+      await admin.query(`DROP SCHEMA IF EXISTS ${used} CASCADE`);
+    }
   });
 });

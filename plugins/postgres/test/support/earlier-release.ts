@@ -9,6 +9,8 @@ import type { NewRunEvent, RunStore } from "@nodefabric/core";
 import { MIGRATIONS, type Migration } from "../../src/migrations.js";
 
 type RunEvent = Awaited<ReturnType<RunStore["apply"]>>[number];
+/** A connection or a pool, in the store's schema. */
+type Queryable = pg.ClientBase | pg.Pool;
 
 /** That release's migrations: every one before the grouped-events switch (their SQL is unchanged since). */
 export const EARLIER_MIGRATIONS: readonly Migration[] = MIGRATIONS.filter((m) => m.version <= 3).map(({ version, name, sql }) => ({ version, name, sql }));
@@ -26,7 +28,7 @@ const EARLIER_ANNOUNCE = `INSERT INTO coordinators (instance_id, endpoint, expir
        ON CONFLICT (instance_id) DO UPDATE SET endpoint = excluded.endpoint, expires_at = excluded.expires_at`;
 
 /** What that release's listEvents answered, on a connection in the store's schema. */
-export async function earlierListEvents(c: pg.ClientBase, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
+export async function earlierListEvents(c: Queryable, runId: string, afterSeq: number, limit: number): Promise<RunEvent[]> {
   const { rows } = await c.query<{ payload: RunEvent }>(EARLIER_LIST_EVENTS, [runId, afterSeq, limit]);
   return rows.map((r) => r.payload);
 }
@@ -49,6 +51,6 @@ export async function earlierWriteEvents(c: pg.ClientBase, runId: string, events
 }
 
 /** Announces a coordinator of that release, live for `ttlMs`. */
-export async function earlierAnnounce(c: pg.ClientBase, instanceId: string, ttlMs: number): Promise<void> {
+export async function earlierAnnounce(c: Queryable, instanceId: string, ttlMs: number): Promise<void> {
   await c.query(EARLIER_ANNOUNCE, [instanceId, "http://127.0.0.1:1", Date.now() + ttlMs]);
 }
