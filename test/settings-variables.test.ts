@@ -16,6 +16,7 @@ const ALLOWED: Record<string, string> = {
   FABRIC_PG_URL: "test only: the PostgreSQL database the suite's PostgreSQL tests use (docs/testing.md)",
   FABRIC_FAULTS_CLI: "test only: runs the e2e fault suite against another build",
   FABRIC_PG_MIGRATION_CHECKSUM: "a migration error code of plugin-postgres that the docs quote, not a variable",
+  FABRIC_PG_UNKNOWN_OPT_IN: "a migration error code of plugin-postgres that the docs quote, not a variable",
 };
 
 const NAME = /(?<![A-Za-z0-9_])FABRIC_[A-Z0-9_]*[A-Z0-9_]/g;
