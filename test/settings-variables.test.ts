@@ -15,6 +15,7 @@ import { repo } from "./readme-blocks.js";
 const ALLOWED: Record<string, string> = {
   FABRIC_PG_URL: "test only: the PostgreSQL database the suite's PostgreSQL tests use (docs/testing.md)",
   FABRIC_FAULTS_CLI: "test only: runs the e2e fault suite against another build",
+  FABRIC_BUILD_ALL: "the contributors' build script (scripts/build-changed.mjs) builds every package when it is set (docs/testing.md); the fabric never reads it",
   FABRIC_PG_MIGRATION_CHECKSUM: "a migration error code of plugin-postgres that the docs quote, not a variable",
   FABRIC_PG_UNKNOWN_OPT_IN: "a migration error code of plugin-postgres that the docs quote, not a variable",
 };
