@@ -16,6 +16,13 @@ import type {
 /** Asks the PDP; throws when it cannot be reached. */
 export interface PolicyClient {
   decide(request: PolicyDecisionRequest): Promise<PolicyDecision>;
+  /**
+   * Asks several questions in one exchange, when the PDP takes several at once: the decisions in the order of the
+   * requests, each what `decide` answers for it. Undefined when this PDP answers only one at a time (the caller then
+   * asks with `decide`, each question when it is reached); throws when the PDP cannot be reached. Optional: a client
+   * without it (the PDP called in process, where a request costs no exchange) is always asked one at a time.
+   */
+  decideMany?(requests: PolicyDecisionRequest[]): Promise<PolicyDecision[] | undefined>;
 }
 
 /** Sends work to executors. */

@@ -295,6 +295,18 @@ const extra = {
   ],
   candidate_set_request: [["subtask_spec-missing-goal", "full", (v) => deleteAt(v, ["subtask_spec", "goal"]), "/subtask_spec"]],
   policy_decision_request: [["empty-action", "full", (v) => setAt(v, ["action"], ""), "/action"]],
+  policy_decision_batch_request: [
+    ["empty-requests", "full", (v) => setAt(v, ["requests"], []), "/requests"],
+    ["too-many-requests", "minimal", (v) => setAt(v, ["requests"], Array.from({ length: 101 }, () => v.requests[0])), "/requests"],
+    ["item-missing-action", "full", (v) => deleteAt(v, ["requests", 1, "action"]), "/requests/1"],
+    ["item-unknown-field", "full", (v) => setAt(v, ["requests", 0, "actor"], "alice"), "/requests/0"],
+    ["single-request", "full", (v) => v.requests[0], ""],
+  ],
+  policy_decision_batch_response: [
+    ["empty-decisions", "full", (v) => setAt(v, ["decisions"], []), "/decisions"],
+    ["item-missing-decision", "full", (v) => deleteAt(v, ["decisions", 1, "decision"]), "/decisions/1"],
+    ["bare-array", "full", (v) => v.decisions, ""],
+  ],
   node_type_list: [
     ["not-an-array", "full", (v) => ({ node_types: v }), ""],
     ["item-missing-kind", "full", (v) => deleteAt(v, [1, "kind"]), "/1"],

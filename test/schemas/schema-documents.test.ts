@@ -18,7 +18,8 @@ const EXPECTED_NAMES = [
   "node_run_evaluation_report_request", "node_run_complete_request", "atomic_execute_request",
   "atomic_execute_result", "composite_begin_request", "composite_begin_response", "node_type_publish_request",
   "node_type_batch_publish_request",
-  "candidate_set_request", "policy_decision_request", "node_type_list", "node_type_versions", "run_list",
+  "candidate_set_request", "policy_decision_request", "policy_decision_batch_request", "policy_decision_batch_response",
+  "node_type_list", "node_type_versions", "run_list",
   "node_run_list", "approval", "approval_list", "approval_list_query", "approval_decision_request", "run_list_query",
 ];
 

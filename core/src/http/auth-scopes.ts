@@ -107,7 +107,11 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
     { method: "POST", path: "/v1/candidate-sets", scope: "candidate-sets:write" },
     { method: "GET", path: "/v1/candidate-sets/{candidate_set_id}", scope: "candidate-sets:write" },
   ],
-  pdp: [{ method: "POST", path: "/v1/policy:decide", scope: "policy:decide" }],
+  pdp: [
+    { method: "POST", path: "/v1/policy:decide", scope: "policy:decide" },
+    // An extension: several decisions in one request, each what policy:decide answers, so the same scope.
+    { method: "POST", path: "/v1/policy:decideBatch", scope: "policy:decide" },
+  ],
 };
 
 /** Writes a fastify route URL the way the contract does (docs/api.md): `/v1/runs/:run_id(.+)::cancel` → `/v1/runs/{run_id}:cancel`. */

@@ -301,6 +301,14 @@ const SELECTION_AND_PDP_DOCS: Record<string, RouteDoc> = {
     description: "A decision, deny included, is never an HTTP error.",
     answers: { 200: { description: "The decision.", schema: "policy_decision" } },
   },
+  "POST /v1/policy:decideBatch": {
+    operationId: "decideBatch",
+    summary: "Decide on several actions in one request",
+    tags: ["policy"],
+    description:
+      "An extension. Each decision is what `POST /v1/policy:decide` answers for its request, in the order of the requests. A request that breaks its schema refuses the whole batch (400), and nothing is decided.",
+    answers: { 200: { description: "One decision per request, in order.", schema: "policy_decision_batch_response" } },
+  },
 };
 
 const SERVICE_DOCS: Record<string, RouteDoc> = {

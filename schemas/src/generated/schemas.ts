@@ -1337,6 +1337,54 @@ export const schemas = {
     ],
     "additionalProperties": false
   },
+  policy_decision_batch_request: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/policy_decision_batch_request.schema.json",
+    "title": "PolicyDecisionBatchRequest",
+    "description": "Body of POST /v1/policy:decideBatch (an extension): up to 100 policy questions in one request, each decided as POST /v1/policy:decide would decide it.",
+    "type": "object",
+    "properties": {
+      "requests": {
+        "type": "array",
+        "items": {
+          "$ref": "policy_decision_request.schema.json"
+        },
+        "minItems": 1,
+        "maxItems": 100
+      },
+      "extensions": {
+        "$ref": "extensions.schema.json"
+      }
+    },
+    "required": [
+      "requests"
+    ],
+    "additionalProperties": false
+  },
+  policy_decision_batch_response: {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://nodefabric.dev/schemas/v1/policy_decision_batch_response.schema.json",
+    "title": "PolicyDecisionBatchResponse",
+    "description": "Answer of POST /v1/policy:decideBatch (an extension): one PolicyDecision per request, in the order of the requests.",
+    "type": "object",
+    "properties": {
+      "decisions": {
+        "type": "array",
+        "items": {
+          "$ref": "policy_decision.schema.json"
+        },
+        "minItems": 1,
+        "maxItems": 100
+      },
+      "extensions": {
+        "$ref": "extensions.schema.json"
+      }
+    },
+    "required": [
+      "decisions"
+    ],
+    "additionalProperties": false
+  },
   policy_decision_request: {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://nodefabric.dev/schemas/v1/policy_decision_request.schema.json",

@@ -81,6 +81,8 @@ export interface SchemaTypes {
   node_type_ref: NodeTypeRef
   node_type_versions: NodeTypeVersions
   policy_decision: PolicyDecision
+  policy_decision_batch_request: PolicyDecisionBatchRequest
+  policy_decision_batch_response: PolicyDecisionBatchResponse
   policy_decision_request: PolicyDecisionRequest
   recovery_action: RecoveryAction
   resource_ref: ResourceRef
@@ -631,6 +633,17 @@ export interface PolicyDecision {
   extensions?: Extensions
 }
 /**
+ * Body of POST /v1/policy:decideBatch (an extension): up to 100 policy questions in one request, each decided as POST /v1/policy:decide would decide it.
+ */
+export interface PolicyDecisionBatchRequest {
+  /**
+   * @minItems 1
+   * @maxItems 100
+   */
+  requests: PolicyDecisionRequest[]
+  extensions?: Extensions
+}
+/**
  * Body of POST /v1/policy:decide: ask the PDP whether an action may proceed.
  */
 export interface PolicyDecisionRequest {
@@ -649,6 +662,17 @@ export interface PolicyDecisionRequest {
   context?: {
     [k: string]: unknown
   }
+  extensions?: Extensions
+}
+/**
+ * Answer of POST /v1/policy:decideBatch (an extension): one PolicyDecision per request, in the order of the requests.
+ */
+export interface PolicyDecisionBatchResponse {
+  /**
+   * @minItems 1
+   * @maxItems 100
+   */
+  decisions: PolicyDecision[]
   extensions?: Extensions
 }
 /**

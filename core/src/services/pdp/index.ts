@@ -1,9 +1,10 @@
 /**
- * The PDP service: POST /v1/policy:decide answered by Cedar policies loaded once at start.
+ * The PDP service: POST /v1/policy:decide answered by Cedar policies loaded once at start, and POST
+ * /v1/policy:decideBatch (an extension) answering several questions in one request, each as policy:decide would.
  * docs/pdp.md describes the mapping from a PolicyDecisionRequest to Cedar and how decisions are named.
  */
 import type { FastifyInstance } from "fastify";
-import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
+import type { PolicyDecision, PolicyDecisionBatchRequest, PolicyDecisionBatchResponse, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { publish } from "../../observe/channels.js";
 import { ATTR, endSpan, tracer, tracingOn } from "../../observe/tracing.js";
 import type { ServiceSecurityOptions } from "../../http/auth-plugin.js";
@@ -83,6 +84,14 @@ export async function buildPdp(options: PdpOptions = {}): Promise<FastifyInstanc
       throw invalidRequest("the request body is missing", [{ path: "/", message: "a PolicyDecisionRequest is required" }]);
     }
     return decideObserved(decider, req.body as PolicyDecisionRequest);
+  });
+  // An extension: the coordinator's two questions for a run (run.start and its root's node.run.execute) in one
+  // exchange. The body schema checks every request before any is decided, so a bad one refuses the whole batch.
+  app.post("/v1/policy::decideBatch", { schema: { body: ref("policy_decision_batch_request") } }, async (req): Promise<PolicyDecisionBatchResponse> => {
+    if (req.body === undefined || req.body === null) {
+      throw invalidRequest("the request body is missing", [{ path: "/", message: "a PolicyDecisionBatchRequest is required" }]);
+    }
+    return { decisions: (req.body as PolicyDecisionBatchRequest).requests.map((request) => decideObserved(decider, request)) };
   });
   exposeInProcess(app, PDP_API, { decide: async (request) => decideObserved(decider, request) });
   return app;
