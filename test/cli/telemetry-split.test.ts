@@ -137,6 +137,13 @@ describe("telemetry across the split fabric: one run, one trace", () => {
     expect(t.find((s) => s.name === "store.write" && s.parentSpanId === anchor.spanId, "store.write").length).toBeGreaterThan(0);
     const pdpServer = t.find((s) => t.service(s) === "nodefabric-pdp" && s.name === "pdp.decide run.start", "pdp.decide run.start")[0];
     expect(pdpServer.attributes["nodefabric.pdp.decision"]).toBe("allow");
+    // The run's first two questions go to the PDP in one request: one span in the coordinator naming both answers, and
+    // in the PDP both decisions under that one request's server span.
+    const [together] = t.find((s) => s.name === "policy run.start+node.run.execute" && s.parentSpanId === anchor.spanId, "policy run.start+node.run.execute");
+    expect(together.attributes).toMatchObject({ "nodefabric.pdp.actions": ["run.start", "node.run.execute"], "nodefabric.pdp.decisions": ["allow", "allow"] });
+    expect(t.find((s) => t.service(s) === "nodefabric-pdp" && s.name === "pdp.decide node.run.execute", "pdp.decide node.run.execute").some((s) => s.parentSpanId === pdpServer.parentSpanId)).toBe(true);
+    expect(t.service(t.parentOf(pdpServer)!)).toBe("nodefabric-pdp");
+    expect(t.parentOf(pdpServer)!.name).toBe("POST /v1/policy:decideBatch");
 
     // Two attempts of the root NodeRun, each its own span under the anchor: the first retried, the second completed.
     const attempts = t.find((s) => s.name === "node_run tel.fetch", "node_run tel.fetch").sort((a, b) => Number(a.attributes["nodefabric.attempt"]) - Number(b.attributes["nodefabric.attempt"]));

@@ -4,7 +4,7 @@
  * execute, or a composite's `:begin` with a fresh assignment token). Failures to reach an executor are retried with
  * backoff inside the same NodeRun.
  */
-import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, ConstraintEnvelope, FabricErrorBody, NodeType } from "@nodefabric/schemas";
+import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, ConstraintEnvelope, FabricErrorBody, NodeType, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { clock } from "../clock.js";
 import { validatorFor } from "@nodefabric/schemas";
 import { FabricError, isMalformedSuccess } from "../http/errors.js";
@@ -13,7 +13,7 @@ import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js
 import { FencedError } from "../store/run-store.js";
 import { context, trace } from "../observe/tracing.js";
 import { executorWaitPauseMs, retryDelayMs, retryPolicyOf, timeoutOf } from "./retry-policy.js";
-import type { EngineCore } from "./engine-core.js";
+import type { Decided, EngineCore } from "./engine-core.js";
 import { runLogFields } from "../observe/log-fields.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
 import { policyContextOf } from "./constraints.js";
@@ -60,6 +60,19 @@ export interface ExecutorAnswer {
   durationMs: number;
   result?: AtomicExecuteResult;
   failure?: FabricErrorBody;
+}
+
+/** What the PDP is asked at `node.run.execute` for a NodeRun, under the envelope in force for it. */
+function executeRequest(run: RunRecord, nr: NodeRunRecord, constraints: ConstraintEnvelope): PolicyDecisionRequest {
+  return {
+    action: "node.run.execute",
+    run_id: nr.run_id,
+    node_run_id: nr.node_run_id,
+    node_type_ref: nr.node_run.node_type_ref,
+    run_context: run.run.run_context,
+    constraints,
+    ...policyContextOf(nr.node_run),
+  };
 }
 
 /** A plan with the envelope in force, as sent to the executor. */
@@ -385,21 +398,14 @@ export class Dispatcher {
    * Decides, into `batch`, what happens to a leased NodeRun: it fails (policy, budget), waits for an approval, waits
    * for an executor, or moves to `running` and is returned as a plan to send. The caller writes the batch before
    * acting on the plan, and then tells the executors of the NodeRuns put in `ended` (in flight when a budget
-   * ended the run).
+   * ended the run). `asked` is the PDP's answer to executeQuestion(run, nr, nodeType), when the caller already
+   * asked it together with another question; without it the PDP is asked here.
    */
-  async plan(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType, ended: NodeRunRecord[]): Promise<SendPlan | undefined> {
+  async plan(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType, ended: NodeRunRecord[], asked?: Decided): Promise<SendPlan | undefined> {
     const core = this.core;
     const constraints = await core.envelopeOf(nr, run, nodeType);
     if (core.o.policy && !core.approvedAt(nr, "node.run.execute")) {
-      const d = await core.decide({
-        action: "node.run.execute",
-        run_id: nr.run_id,
-        node_run_id: nr.node_run_id,
-        node_type_ref: nr.node_run.node_type_ref,
-        run_context: run.run.run_context,
-        constraints,
-        ...policyContextOf(nr.node_run),
-      });
+      const d = asked ?? (await core.decide(executeRequest(run, nr, constraints)));
       batch.events!.push(event("policy_decided", nr.run_id, nr.node_run_id, { action: "node.run.execute", ...d.record }));
       if (d.error) {
         core.finishNodeRun(batch, run, nr, "failed", undefined, d.error);
@@ -452,6 +458,15 @@ export class Dispatcher {
       if (!batch.runs!.includes(run)) batch.runs!.push(run);
     }
     return { nr, nodeType, endpoint: executor.endpoint, deadline, run, constraints };
+  }
+
+  /**
+   * The `node.run.execute` question plan() asks the PDP for a leased NodeRun, so a caller can ask it ahead, together
+   * with another question, and hand plan() the answer; undefined when plan() asks none (no PDP, or already approved).
+   */
+  async executeQuestion(run: RunRecord, nr: NodeRunRecord, nodeType: NodeType): Promise<PolicyDecisionRequest | undefined> {
+    if (!this.core.o.policy || this.core.approvedAt(nr, "node.run.execute")) return undefined;
+    return executeRequest(run, nr, await this.core.envelopeOf(nr, run, nodeType));
   }
 
   /**

@@ -47,6 +47,31 @@ export function rootTypeOf(run: RunRecord): string {
   return typeof ref?.node_type_id === "string" ? ref.node_type_id : "unknown";
 }
 
+/** The PDP's answer at a checkpoint as the engine records it: the decision, its event's data, and the failure a deny means. */
+export interface Decided {
+  decision?: PolicyDecision;
+  record: Record<string, unknown>;
+  error?: FabricErrorBody;
+}
+
+/** What a decision means at the checkpoint `req` asked about. */
+function decided(req: PolicyDecisionRequest, decision: PolicyDecision): Decided {
+  const record: Record<string, unknown> = { decision: decision.decision };
+  if (decision.reason_code) record.reason_code = decision.reason_code;
+  if (decision.message) record.message = decision.message;
+  if (decision.approval_ref) record.approval_ref = decision.approval_ref;
+  if (decision.decision === "deny") {
+    return { decision, record, error: errorBody("policy_denied", decision.message ?? `policy denied ${req.action}`, { details: { action: req.action, reason_code: decision.reason_code } }) };
+  }
+  return { decision, record };
+}
+
+/** A PDP that could not be reached counts as a deny (pdp_unavailable). */
+function unreachable(err: unknown): Decided {
+  const message = `the PDP could not be reached: ${(err as Error).message}`;
+  return { record: { decision: "deny", reason_code: "pdp_unavailable", message }, error: errorBody("pdp_unavailable", message, { retryable: true }) };
+}
+
 /** A pending approval id that the PDP may name, when it is a safe id nobody used yet. */
 const APPROVAL_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
@@ -251,7 +276,7 @@ export class EngineCore {
   // ---------------------------------------------------------------- policy and approvals
 
   /** Asks the PDP; a deny, or an unreachable PDP, comes back as the failure to record. */
-  async decide(req: PolicyDecisionRequest): Promise<{ decision?: PolicyDecision; record: Record<string, unknown>; error?: FabricErrorBody }> {
+  async decide(req: PolicyDecisionRequest): Promise<Decided> {
     if (!recording()) return this.askPolicy(req);
     return inSpan(`policy ${req.action}`, { attributes: { "nodefabric.pdp.action": req.action, [ATTR.runId]: req.run_id } }, async (span) => {
       const out = await this.askPolicy(req);
@@ -260,21 +285,42 @@ export class EngineCore {
     });
   }
 
-  private async askPolicy(req: PolicyDecisionRequest): Promise<{ decision?: PolicyDecision; record: Record<string, unknown>; error?: FabricErrorBody }> {
+  /** Whether the PDP may answer several questions in one exchange (a PDP over HTTP; one in process never needs to). */
+  asksTogether(): boolean {
+    return this.o.policy?.decideMany !== undefined;
+  }
+
+  /**
+   * Asks several checkpoints in one exchange (PolicyClient.decideMany): each answer is what `decide` gives for its
+   * request. Undefined when the PDP answers one question at a time: the caller then asks each with `decide` when it
+   * reaches it, as it would have without this. An unreachable PDP answers every question as `decide` would.
+   */
+  async decideTogether(reqs: PolicyDecisionRequest[]): Promise<Decided[] | undefined> {
+    if (!recording()) return this.askTogether(reqs);
+    const actions = reqs.map((r) => r.action);
+    return inSpan(`policy ${actions.join("+")}`, { attributes: { "nodefabric.pdp.actions": actions, [ATTR.runId]: reqs[0]?.run_id } }, async (span) => {
+      const out = await this.askTogether(reqs);
+      span.setAttribute("nodefabric.pdp.decisions", out ? out.map((d) => d.decision?.decision ?? "error") : ["one_at_a_time"]);
+      return out;
+    });
+  }
+
+  private async askPolicy(req: PolicyDecisionRequest): Promise<Decided> {
     try {
-      const decision = await this.o.policy!.decide(req);
-      const record: Record<string, unknown> = { decision: decision.decision };
-      if (decision.reason_code) record.reason_code = decision.reason_code;
-      if (decision.message) record.message = decision.message;
-      if (decision.approval_ref) record.approval_ref = decision.approval_ref;
-      if (decision.decision === "deny") {
-        return { decision, record, error: errorBody("policy_denied", decision.message ?? `policy denied ${req.action}`, { details: { action: req.action, reason_code: decision.reason_code } }) };
-      }
-      return { decision, record };
+      return decided(req, await this.o.policy!.decide(req));
     } catch (err) {
-      const message = `the PDP could not be reached: ${(err as Error).message}`;
-      return { record: { decision: "deny", reason_code: "pdp_unavailable", message }, error: errorBody("pdp_unavailable", message, { retryable: true }) };
+      return unreachable(err);
     }
+  }
+
+  private async askTogether(reqs: PolicyDecisionRequest[]): Promise<Decided[] | undefined> {
+    let decisions: PolicyDecision[] | undefined;
+    try {
+      decisions = await this.o.policy!.decideMany!(reqs);
+    } catch (err) {
+      return reqs.map(() => unreachable(err));
+    }
+    return decisions?.map((d, i) => decided(reqs[i]!, d));
   }
 
   /** Whether a person already approved this checkpoint for the NodeRun. */

@@ -2,7 +2,7 @@
  * The run lifecycle: starting a run (the `run.start` checkpoint, the envelope and budgets it runs under, the root's
  * allow and deny lists), cancelling it, failing it when its wall time runs out, and the person's side of approvals.
  */
-import type { NodeRun, Run, RunContext, RunStartRequest } from "@nodefabric/schemas";
+import type { NodeRun, PolicyDecisionRequest, Run, RunContext, RunStartRequest } from "@nodefabric/schemas";
 import { clock } from "../clock.js";
 import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
@@ -10,7 +10,7 @@ import { DECIDED_BY_KEY, DECISION_REASON_KEY, RunExistsError, type ApprovalRecor
 import { mergeConstraints } from "./constraints.js";
 import { publish } from "../observe/channels.js";
 import { ATTR, context, inSpan, ROOT_CONTEXT, spanContextOf, trace, TraceFlags, TRACE_UNSAMPLED_KEY, type Span } from "../observe/tracing.js";
-import { BUDGETS_KEY, CONSTRAINTS_KEY, USAGE_KEY, type EngineCore, type RunUsage } from "./engine-core.js";
+import { BUDGETS_KEY, CONSTRAINTS_KEY, USAGE_KEY, type Decided, type EngineCore, type RunUsage } from "./engine-core.js";
 import type { Dispatcher, SendPlan } from "./dispatch.js";
 import { listRefusal } from "./children.js";
 import { errorBody, event, hashOf, isTerminal, type Caller, type Checkpoint } from "./engine-types.js";
@@ -171,8 +171,15 @@ export class RunLifecycle {
         core.finishNodeRun(batch, runRec, nrRec, "failed", undefined, core.budgetError("max_steps", budgets.max_steps, usage.steps));
         return end();
       }
+      let executeDecided: Decided | undefined;
       if (core.o.policy) {
-        const decision = await core.decide({ action: "run.start", run_id: runId, node_type_ref: nodeRun.node_type_ref, run_context: runContext, constraints: envelope });
+        const startRequest: PolicyDecisionRequest = { action: "run.start", run_id: runId, node_type_ref: nodeRun.node_type_ref, run_context: runContext, constraints: envelope };
+        // The root is dispatched at once when run.start allows it, so its node.run.execute question goes to the PDP in
+        // the same exchange. Its answer is recorded only where it would have been asked: after run.start allowed.
+        const executeRequest = core.asksTogether() && !core.stopped ? await this.dispatcher.executeQuestion(runRec, nrRec, nodeType) : undefined;
+        const together = executeRequest ? await core.decideTogether([startRequest, executeRequest]) : undefined;
+        const decision = together?.[0] ?? (await core.decide(startRequest));
+        executeDecided = together?.[1];
         events.push(event("policy_decided", runId, undefined, { action: "run.start", ...decision.record }));
         if (decision.error) {
           core.finishNodeRun(batch, runRec, nrRec, "failed", undefined, decision.error);
@@ -186,7 +193,7 @@ export class RunLifecycle {
       }
       // The root's first dispatch step is decided now and written with the run: one transaction instead of two.
       const ended: NodeRunRecord[] = [];
-      const plan: SendPlan | undefined = core.stopped ? undefined : await this.dispatcher.plan(batch, runRec, nrRec, nodeType, ended);
+      const plan: SendPlan | undefined = core.stopped ? undefined : await this.dispatcher.plan(batch, runRec, nrRec, nodeType, ended, executeDecided);
       const lost = await write();
       if (lost) return lost;
       if (plan) this.dispatcher.send(plan);

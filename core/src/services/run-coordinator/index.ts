@@ -81,7 +81,11 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
   const store = options.store ?? openSqliteRunStore({ path: options.dbPath ?? ".fabric/run-coordinator.db" });
   const registry = new RegistryClient(options.registryUrl, { headers: bearerHeaders(options.tokens, "node-registry") });
   const executors = options.executors ?? new HttpExecutorCaller(options.tokens);
-  const policy = options.policy ?? (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl, { headers: bearerHeaders(options.tokens, "pdp") }) : undefined);
+  // Told when the PDP turns out to have no batch endpoint; the service's logger exists only further down.
+  let noBatchLog: (status: number) => void = () => undefined;
+  const policy =
+    options.policy ??
+    (options.pdpUrl ? new HttpPolicyClient(options.pdpUrl, { headers: bearerHeaders(options.tokens, "pdp"), onBatchUnsupported: (status) => noBatchLog(status) }) : undefined);
   const shared = (store as RunStore).shared;
   // Coordinators of one database check each other's assignment tokens (a composite executor may reach any of them),
   // so they sign with a secret kept in the database rather than one of this process.
@@ -151,6 +155,8 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     }
   });
   if (!policy) app.log.warn("no PDP configured: the coordinator makes no policy checks");
+  noBatchLog = (status) =>
+    app.log.info({ pdp_url: options.pdpUrl, status }, "the PDP has no POST /v1/policy:decideBatch; asking it one question per request for a while");
   // Only coordinators sharing a store forward: with one coordinator every run is here, and no request pays a lookup.
   const routing = shared ? new RunRouting(engine, instanceId, options.tokens) : undefined;
   const api = new CoordinatorApi(engine, store, routing);
