@@ -198,12 +198,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
       return closesWith(await buildSelection({ ...secured, logger, dbPath: path.join(dataDir, "selection.db"), registryUrl: serviceUrl(config, "node-registry"), store }), store);
     }
     case "pdp":
-      return buildPdp({
-        ...secured,
-        logger,
-        policyFile: config.policy ? path.resolve(config.base_dir, config.policy) : undefined,
-        entitiesFile: config.policy_entities ? path.resolve(config.base_dir, config.policy_entities) : undefined,
-      });
+      return buildPdpService(config, logger, secured);
     case "atomic-executor": {
       const handlers = await handlersFor(config, options.definitions);
       return buildAtomicExecutor({
@@ -253,10 +248,12 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         const api = inProcessApi(s.app, ATOMIC_EXECUTOR_API);
         if (api) executors.set(new URL(s.url).origin, api);
       }
-      const pdp = inProcessPdp(local);
+      // The PDP of this process, else one of the coordinator's own when the configuration embeds it.
+      const embedded = !inProcessPdp(local) && config.policy_checks && config.coordinator?.embedded_pdp ? await buildPdpService(config, false) : undefined;
+      const pdp = inProcessPdp(local) ?? (embedded ? inProcessApi(embedded, PDP_API) : undefined);
       const store = await pluginStore(config, plugins, name, (s) => s.runs);
       // The coordinator closes the store itself, after its engine stopped and let go of its runs.
-      return await buildRunCoordinator({
+      const coordinator = await buildRunCoordinator({
         ...secured,
         // Coordinators sharing a database share the secret kept there (see buildRunCoordinator).
         assignmentTokens: store?.shared && !config.auth.assignment_secret_file ? undefined : security.assignmentTokens(),
@@ -277,6 +274,8 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         executorWaitMs: config.coordinator?.executor_wait_ms,
         closeStore: true,
       });
+      if (embedded) coordinator.addHook("onClose", async () => embedded.close());
+      return coordinator;
     }
     case "run-gateway":
     {
@@ -294,6 +293,19 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
       throw new Error(`unknown service ${String(unknown)}`);
     }
   }
+}
+
+/**
+ * The PDP with the configuration's policy and entities files: the service, or (without `secured`, never listening) the
+ * one a coordinator embeds and calls in process (coordinator.embedded_pdp).
+ */
+function buildPdpService(config: FabricConfig, logger: boolean | Record<string, unknown>, secured?: Parameters<typeof buildPdp>[0]): Promise<FastifyInstance> {
+  return buildPdp({
+    ...secured,
+    logger,
+    policyFile: config.policy ? path.resolve(config.base_dir, config.policy) : undefined,
+    entitiesFile: config.policy_entities ? path.resolve(config.base_dir, config.policy_entities) : undefined,
+  });
 }
 
 /** The PDP of this process, called in process, when it runs here. */

@@ -68,6 +68,8 @@ describe("a run's run.start and node.run.execute questions in one request to the
   const seen = { current: [] as string[], older: [] as string[] };
   let current: string;
   let older: string;
+  /** The current PDP's URL. */
+  let currentPdp: string;
 
   async function listen(app: FastifyInstance): Promise<string> {
     apps.push(app);
@@ -124,11 +126,12 @@ describe("a run's run.start and node.run.execute questions in one request to the
         // A PDP from before the batch endpoint: that route answers as an unknown route does.
         if (older && req.url === "/v1/policy:decideBatch") await reply.code(404).send({ error: { code: "route_not_found", message: `no route ${req.method} ${req.url}` } });
       });
-    const currentPdp = await buildPdp({ policyFile });
-    counting(seen.current, false)(currentPdp);
+    const currentApp = await buildPdp({ policyFile });
+    counting(seen.current, false)(currentApp);
     const olderPdp = await buildPdp({ policyFile });
     counting(seen.older, true)(olderPdp);
-    current = await coordinatorOn(await listen(currentPdp), "current");
+    currentPdp = await listen(currentApp);
+    current = await coordinatorOn(currentPdp, "current");
     older = await coordinatorOn(await listen(olderPdp), "older");
   }, 60_000);
 
@@ -225,6 +228,40 @@ describe("a run's run.start and node.run.execute questions in one request to the
       });
       expect(approvedRequests, tenant).toEqual({ current: afterApproval, older: afterApproval });
       expect(normalized(await eventsOf(current, parked[0]!.run_id)), tenant).toEqual(normalized(await eventsOf(older, parked[1]!.run_id)));
+    }
+  });
+
+  it("with coordinator.embedded_pdp, decides in the coordinator's process: no request to the PDP service, the same events", async () => {
+    const policyFile = path.join(dataDir, "policy.cedar");
+    const config = loadConfig({
+      cwd: repoRoot,
+      env: { FABRIC_COORDINATOR_EMBEDDED_PDP: "true" },
+      flags: {
+        port_base: 0,
+        data_dir: path.join(dataDir, "embedded"),
+        log_level: "silent",
+        policy: policyFile,
+        // The PDP service is there, and configured: the coordinator does not ask it.
+        services: { "node-registry": { url: fabric.urls["node-registry"] }, "atomic-executor": { url: fabric.urls["atomic-executor"] }, pdp: { url: currentPdp } },
+      } as never,
+    });
+    expect(config.coordinator?.embedded_pdp).toBe(true);
+    const alone = await startFabric(config, ["run-coordinator"]);
+    try {
+      const coordinator = alone.urls["run-coordinator"]!;
+      const runs: Json[] = [];
+      const requests = await asked(async () => {
+        runs.push(await runOn(coordinator, "acme"));
+        runs.push(await runOn(coordinator, "deny-execute"));
+        runs.push(await runOn(current, "acme"));
+        runs.push(await runOn(current, "deny-execute"));
+      });
+      expect(requests.current).toEqual(["/v1/policy:decideBatch", "/v1/policy:decideBatch"]);
+      expect(runs.map((r) => r.state)).toEqual(["completed", "failed", "completed", "failed"]);
+      expect(normalized(await eventsOf(coordinator, runs[0]!.run_id))).toEqual(normalized(await eventsOf(current, runs[2]!.run_id)));
+      expect(normalized(await eventsOf(coordinator, runs[1]!.run_id))).toEqual(normalized(await eventsOf(current, runs[3]!.run_id)));
+    } finally {
+      await alone.close();
     }
   });
 

@@ -152,12 +152,16 @@ export const FABRIC_SETTINGS = defineSettings(
       keep_alive_timeout_ms: setting.integer({ doc: "How long an idle keep-alive connection stays open (ms).", env: "FABRIC_LIMITS_KEEP_ALIVE_TIMEOUT_MS", default: DEFAULT_SERVICE_LIMITS.keepAliveTimeoutMs, min: 1 }),
     }),
     coordinator: setting.group(
-      "The Run Coordinator's timings.",
+      "The Run Coordinator's timings, and where it asks its policy questions.",
       {
         run_lease_ms: setting.integer({ doc: "With a shared store: how long a coordinator's hold on its runs lasts without renewal (default 10000).", env: "FABRIC_COORDINATOR_RUN_LEASE_MS", min: 100, max: 3600000 }),
         composite_lease_ms: setting.integer({ doc: "A composite making no progress for this long gets its `:begin` again (default 10000).", env: "FABRIC_COORDINATOR_COMPOSITE_LEASE_MS", min: 100, max: 3600000 }),
         executor_wait_ms: setting.integer({ doc: "How long a NodeRun waits for an executor it cannot reach before it fails `executor_unavailable` (default 300000).", env: "FABRIC_COORDINATOR_EXECUTOR_WAIT_MS", min: 0, max: 86400000 }),
         public_url: setting.string({ doc: "The base URL other coordinators and composite executors reach this one at (default: services.run-coordinator.url, else its listening address).", env: "FABRIC_COORDINATOR_PUBLIC_URL", pattern: "^https?://[^/?#]+/*$" }),
+        embedded_pdp: setting.boolean({
+          doc: "Decides the coordinator's policy questions in its own process, with `policy` and `policy_entities`, instead of asking the PDP service over HTTP (default false; with `fabric start run-coordinator`, one exchange less per run; the composite executor still asks the PDP service).",
+          env: "FABRIC_COORDINATOR_EMBEDDED_PDP",
+        }),
       },
       { optional: true },
     ),
