@@ -17,6 +17,8 @@ export interface AtomicExecutorApi {
   execute(request: AtomicExecuteRequest, idempotencyKey?: string, options?: { assignmentToken?: () => Promise<string> }): Promise<AtomicExecuteResult>;
   /** Same as POST /v1/atomic-node-runs/{id}:cancel. */
   cancel(nodeRunId: string): void;
+  /** The coordinator of this process recorded the answer of `idempotencyKey`: its remembered result is dropped. */
+  forget(idempotencyKey: string): void;
 }
 
 /** What the PDP offers in-process. */

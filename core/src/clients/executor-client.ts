@@ -101,6 +101,10 @@ export class LocalFirstExecutorCaller implements ExecutorCaller {
     return api.execute({ ...body, inputs: structuredClone(body.inputs) }, options.idempotencyKey, { assignmentToken: options.assignmentToken });
   }
 
+  answerRecorded(endpoint: string, idempotencyKey: string): void {
+    this.find(endpoint)?.forget(idempotencyKey);
+  }
+
   async cancel(endpoint: string, nodeRunId: string): Promise<void> {
     const api = this.find(endpoint);
     if (api) api.cancel(nodeRunId);

@@ -242,6 +242,9 @@ export class Dispatcher {
       }
     }
     await this.onAnswer({ runId: nr.run_id, nodeRunId: nr.node_run_id, attempt: nr.attempt, nodeType, durationMs: clock.now() - started, result, failure });
+    // Recorded: the NodeRun ended or has its next attempt, so this key is never sent again (an executor's answer only:
+    // after a transport failure the executor may still hold a result that a delivery of the same key must find).
+    if (result) this.core.o.executors.answerRecorded?.(endpoint, key);
   }
 
   /** The `:begin` of a composite, with a freshly minted assignment token and the envelope in force. */

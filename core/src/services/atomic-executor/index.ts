@@ -168,7 +168,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     {
       name: "load",
       status: inFlight >= concurrency ? "degraded" : "ok",
-      details: { in_flight: inFlight, concurrency, abandoned },
+      details: { in_flight: inFlight, concurrency, abandoned, remembered_results: cache.size },
     },
   ];
 
@@ -366,7 +366,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     cancel((req.params as { node_run_id: string }).node_run_id);
     return reply.code(204).send();
   });
-  exposeInProcess(app, ATOMIC_EXECUTOR_API, { execute: (request, key, o) => execute(request, key, o?.assignmentToken), cancel });
+  exposeInProcess(app, ATOMIC_EXECUTOR_API, { execute: (request, key, o) => execute(request, key, o?.assignmentToken), cancel, forget: (key) => cache.forget(key) });
 
   app.addHook("onClose", async () => {
     for (const set of running.values()) for (const execution of set) execution.stop("shutdown");
