@@ -25,10 +25,28 @@ export interface PolicyClient {
   decideMany?(requests: PolicyDecisionRequest[]): Promise<PolicyDecision[] | undefined>;
 }
 
+/** What an atomic execution is sent with, besides its request. */
+export interface ExecuteOptions {
+  idempotencyKey: string;
+  timeoutMs: number;
+  /**
+   * Mints the NodeRun's assignment token, for an executor of this process (`inProcess`) to call when its handler
+   * first reports progress or saves a checkpoint: most executions do neither, and then no token is signed.
+   */
+  assignmentToken?: () => Promise<string>;
+}
+
 /** Sends work to executors. */
 export interface ExecutorCaller {
   /** Executes an atomic NodeRun; throws a FabricError for transport failures and non-2xx answers. */
-  execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult>;
+  execute(endpoint: string, body: AtomicExecuteRequest, options: ExecuteOptions): Promise<AtomicExecuteResult>;
+  /** Whether an endpoint is an atomic executor of this process, called without a socket (and given `assignmentToken`). */
+  inProcess?(endpoint: string): boolean;
+  /**
+   * The answer an executor gave for `idempotencyKey` is recorded: its NodeRun has ended or moved on to another attempt,
+   * so no coordinator sends that key again, and an executor of this process may forget the result it keeps for it.
+   */
+  answerRecorded?(endpoint: string, idempotencyKey: string): void;
   /** Asks an atomic executor to cancel a NodeRun in flight; never throws. */
   cancel(endpoint: string, nodeRunId: string): Promise<void>;
   /** Hands a composite NodeRun to a composite executor; throws a FabricError for transport failures and non-2xx. */

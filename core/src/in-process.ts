@@ -10,10 +10,15 @@ import type { AtomicExecuteRequest, AtomicExecuteResult, PolicyDecision, PolicyD
 
 /** What the atomic executor offers in-process. */
 export interface AtomicExecutorApi {
-  /** Same as POST /v1/atomic-node-runs:execute; throws the FabricError the route would answer. */
-  execute(request: AtomicExecuteRequest, idempotencyKey?: string): Promise<AtomicExecuteResult>;
+  /**
+   * Same as POST /v1/atomic-node-runs:execute; throws the FabricError the route would answer. `assignmentToken` mints
+   * the NodeRun's assignment token when the request carries none, at the handler's first progress report or checkpoint.
+   */
+  execute(request: AtomicExecuteRequest, idempotencyKey?: string, options?: { assignmentToken?: () => Promise<string> }): Promise<AtomicExecuteResult>;
   /** Same as POST /v1/atomic-node-runs/{id}:cancel. */
   cancel(nodeRunId: string): void;
+  /** The coordinator of this process recorded the answer of `idempotencyKey`: its remembered result is dropped. */
+  forget(idempotencyKey: string): void;
 }
 
 /** What the PDP offers in-process. */

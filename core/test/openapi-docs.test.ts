@@ -257,6 +257,33 @@ describe("every service serves its OpenAPI 3.1 document and a docs page, true to
     expect(JSON.parse((await get(base, "/docs/json")).text)).toEqual(JSON.parse((await get(base, "/openapi.json")).text));
   });
 
+  it("serves the rest of the page's paths as the docs plugin does, and answers what it has not with an ErrorEnvelope", async () => {
+    const base = fabric.urls.pdp!;
+    const head = await request(`${base}/docs`, { method: "HEAD" });
+    await head.body.text();
+    expect(head.statusCode).toBe(200);
+    expect(head.headers["content-type"]).toMatch(/^text\/html/);
+    const yaml = await get(base, "/docs/yaml");
+    expect(yaml.status).toBe(200);
+    expect(yaml.headers["content-type"]).toMatch(/yaml/);
+    expect(yaml.text).toMatch(/^openapi: 3\.1\.0/m);
+    // A file the page does not have: this service's own 404.
+    const missing = await get(base, "/docs/static/no-such-file.js");
+    expect(missing.status).toBe(404);
+    expect(JSON.parse(missing.text)).toMatchObject({ error: { code: "route_not_found" } });
+    // A conditional request for an asset it served: 304, as a browser's cache expects.
+    const asset = await get(base, "/docs/static/swagger-ui.css");
+    expect(asset.status).toBe(200);
+    const again = await request(`${base}/docs/static/swagger-ui.css`, { headers: { "if-none-match": String(asset.headers.etag) } });
+    await again.body.text();
+    expect(again.statusCode).toBe(304);
+    for (const p of ["/docs", "/docs/static/swagger-ui.css"]) {
+      const res = await request(`${base}${p}`, { method: "POST" });
+      expect(res.statusCode, p).toBe(405);
+      expect(await res.body.json()).toMatchObject({ error: { code: "method_not_allowed" } });
+    }
+  });
+
   it("keeps the docs routes out of the document, and answers 405 for another method on them", async () => {
     for (const name of SERVICE_NAMES) expect(Object.keys((await docOf(name)).paths).filter((p) => isDocsRoute(p))).toEqual([]);
     const res = await request(`${fabric.urls.pdp}/openapi.json`, { method: "POST" });

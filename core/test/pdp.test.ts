@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { request } from "undici";
 import type { FastifyInstance } from "fastify";
 import { validatorFor } from "@nodefabric/schemas";
-import { buildPdp, createDecider, defaultPolicySet, entityTypeName, loadPolicyFile, loadPolicyText } from "../src/services/pdp/index.js";
+import { buildPdp, createDecider, defaultPolicySet, DEFAULT_POLICY_TEXT, entityTypeName, loadPolicyFile, loadPolicyText } from "../src/services/pdp/index.js";
 
 const isDecision = validatorFor("policy_decision");
 const isEnvelope = validatorFor("error_envelope");
@@ -717,6 +717,62 @@ permit(principal, action, resource) when { NodeFabric::NodeType::"alice" in Node
       }
       expect(cached.stats().hits).toBeGreaterThanOrEqual(400);
       expect(cached.stats().hits + cached.stats().misses).toBe(800);
+    }
+  });
+});
+
+describe("the built-in policy, decided without Cedar", () => {
+  /** The built-in policy's text loaded through Cedar, as any policy file is: its decider asks Cedar every time. */
+  const throughCedar = () => ({ ...loadPolicyText(DEFAULT_POLICY_TEXT, "default"), source: "default" });
+  const stripApproval = (d: any) => ({ ...d, approval_ref: d.approval_ref ? "<approval>" : undefined });
+
+  it("is the set Cedar makes of DEFAULT_POLICY_TEXT, marked as allowing everything", () => {
+    const { allowsAll, ...built } = defaultPolicySet();
+    expect(allowsAll).toBe(true);
+    expect(built).toEqual(throughCedar());
+  });
+
+  it("answers what Cedar answers, on requests of every shape, with and without the cache and an entities file", () => {
+    const entities = [
+      { uid: { type: "NodeFabric::User", id: "alice" }, attrs: { department: "finance" }, parents: [{ type: "NodeFabric::Group", id: "finance" }] },
+      { uid: { type: "NodeFabric::NodeType", id: "weather.current" }, attrs: { version: "0.0.1" }, parents: [] },
+    ];
+    let nested: any = { leaf: true };
+    for (let i = 0; i < 40; i++) nested = { down: nested, list: [i, String(i)] };
+    // Values Cedar cannot hold (dropped by the mapping), keys it reserves, lone surrogates, deep and mixed values.
+    const odd: any[] = [
+      { action: "run.start" },
+      { action: "node.run.execute", run_id: "run_\ud800", node_run_id: "nr_1", node_type_ref: { node_type_id: "weather.current", version: "1.0.0" } },
+      { action: "x\udfff", run_context: { actor: { type: "ci-bot\ud83d", id: "\ud83d" }, identity: { sub: "\udc00" }, tenant_id: "t\ud800" } },
+      { action: "pay", context: { __entity: { type: "NodeFabric::User", id: "alice" }, __extn: { fn: "ip", arg: "bad" }, nested } },
+      { action: "pay", context: { big: 2 ** 60, small: -(2 ** 60), frac: 0.1, huge: 1e300, nul: null, list: [1, "a", true, [null], { b: 1.5 }], s: "\ud800x" } },
+      { action: "Action", run_context: { actor: { type: "Action", id: "alice" }, tenant_id: "acme" }, constraints: { budgets: { max_cost: 1e20, max_runs: 1.5, max_depth: 3 }, gates: { side_effect_class: "irreversible", require_approval: true } } },
+      { action: "run.start", run_context: { actor: { type: "user", id: "alice" } }, node_type_ref: { node_type_id: "alice", version: "1.0.0" } },
+      { action: "run.start", run_context: { actor: { type: "node_type", id: "weather.current" } }, node_type_ref: { node_type_id: "weather.current", version: "2.0.0" } },
+    ];
+    let seed = 11;
+    const pick = <T,>(xs: T[]): T => xs[(seed = (seed * 48271) % 2147483647) % xs.length]!;
+    const requests = [...odd];
+    for (let i = 0; i < 200; i++) {
+      const req: any = {
+        action: pick(["run.start", "node.run.create", "node.run.execute", "pay"]),
+        run_id: pick([undefined, `run_${i}`]),
+        node_run_id: pick([undefined, `nr_${i}`]),
+        node_type_ref: pick([undefined, { node_type_id: "weather.current", version: "1.2.0" }]),
+        run_context: { tenant_id: pick([undefined, "acme"]), actor: pick([undefined, { type: "user", id: pick(["alice", "bob"]) }]) },
+        constraints: { gates: { side_effect_class: pick([undefined, "read", "write"]), require_approval: pick([true, false]) }, budgets: pick([{}, { max_cost: 10.25 }]) },
+        context: pick([undefined, { amount: pick([1, 2.5, "x", null]), odd: pick([odd[3].context, odd[4].context]) }]),
+      };
+      for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
+      requests.push(req);
+    }
+    for (const files of [[], entities]) {
+      for (const options of [{}, { decisionCacheSize: 0 }]) {
+        const builtIn = createDecider(defaultPolicySet(), files, options);
+        const cedar = createDecider(throughCedar(), files, options);
+        for (const r of requests) expect(stripApproval(builtIn.decide(r)), JSON.stringify(r)).toEqual(stripApproval(cedar.decide(r)));
+        expect(builtIn.stats()).toEqual(cedar.stats());
+      }
     }
   });
 });

@@ -4,7 +4,7 @@
  */
 import type { AtomicExecuteRequest, AtomicExecuteResult, CompositeBeginRequest, CompositeBeginResponse } from "@nodefabric/schemas";
 import { HttpClient, MAX_EXECUTOR_ANSWER_BYTES } from "./http-client.js";
-import type { ExecutorCaller } from "../engine-ports.js";
+import type { ExecuteOptions, ExecutorCaller } from "../engine-ports.js";
 import type { AtomicExecutorApi } from "../in-process.js";
 import type { ServiceTokens } from "./service-tokens.js";
 
@@ -29,7 +29,7 @@ export class HttpExecutorCaller implements ExecutorCaller {
     return c;
   }
 
-  async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
+  async execute(endpoint: string, body: AtomicExecuteRequest, options: ExecuteOptions): Promise<AtomicExecuteResult> {
     return this.client(endpoint).json<AtomicExecuteResult>("POST", "/v1/atomic-node-runs:execute", body, {
       headers: await this.auth("atomic-executor", endpoint, { "idempotency-key": options.idempotencyKey }),
       timeoutMs: options.timeoutMs,
@@ -91,10 +91,18 @@ export class LocalFirstExecutorCaller implements ExecutorCaller {
     return origin === null ? undefined : this.local.get(origin);
   }
 
-  async execute(endpoint: string, body: AtomicExecuteRequest, options: { idempotencyKey: string; timeoutMs: number }): Promise<AtomicExecuteResult> {
+  inProcess(endpoint: string): boolean {
+    return this.find(endpoint) !== undefined;
+  }
+
+  async execute(endpoint: string, body: AtomicExecuteRequest, options: ExecuteOptions): Promise<AtomicExecuteResult> {
     const api = this.find(endpoint);
     if (!api) return this.remote.execute(endpoint, body, options);
-    return api.execute({ ...body, inputs: structuredClone(body.inputs) }, options.idempotencyKey);
+    return api.execute({ ...body, inputs: structuredClone(body.inputs) }, options.idempotencyKey, { assignmentToken: options.assignmentToken });
+  }
+
+  answerRecorded(endpoint: string, idempotencyKey: string): void {
+    this.find(endpoint)?.forget(idempotencyKey);
   }
 
   async cancel(endpoint: string, nodeRunId: string): Promise<void> {

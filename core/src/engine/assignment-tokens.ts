@@ -1,6 +1,7 @@
 /**
  * `assignment_token`: a short-lived bearer token the coordinator mints for one composite NodeRun, so its executor
- * can act for exactly that NodeRun (create and read its children, evaluate them, complete it). Only the coordinator
+ * can act for exactly that NodeRun (create and read its children, evaluate them, complete it), and for an atomic
+ * NodeRun whose handler reports progress or saves a checkpoint (minted only then, `minter`). Only the coordinator
  * mints and checks them, so they are HS256 with a secret of its own; their `typ` tells them apart from the tokens
  * verified against the JWKS, whose algorithm allow-list never includes HS256.
  */
@@ -75,16 +76,31 @@ export class AssignmentTokens implements AssignmentVerifier {
     return this.loading;
   }
 
-  /** A token bound to (run_id, node_run_id). */
-  mint(claims: AssignmentClaims): Promise<string> {
+  /** A token bound to (run_id, node_run_id), issued at `issuedAtMs` (default: now). */
+  mint(claims: AssignmentClaims, issuedAtMs = clock.now()): Promise<string> {
     const key = this.keyNow();
-    return key instanceof Uint8Array ? Promise.resolve(this.sign(claims, key)) : key.then((k) => this.sign(claims, k));
+    return key instanceof Uint8Array ? Promise.resolve(this.sign(claims, key, issuedAtMs)) : key.then((k) => this.sign(claims, k, issuedAtMs));
   }
 
-  private sign(claims: AssignmentClaims, key: Uint8Array): string {
-    const now = Math.floor(clock.now() / 1000);
-    // The same compact HS256 JWT jose's SignJWT makes, signed synchronously with node:crypto: one is minted for every
-    // atomic dispatch too (for its progress reports), where jose's async WebCrypto signing cost about 57 µs each.
+  /**
+   * The token of `claims` as it would be minted now, signed only when first asked for and then kept: the same `iat`
+   * and `exp` whenever that is, so a token minted late lives no longer than one minted at once. A mint that failed
+   * (the secret could not be read) is tried again at the next ask.
+   */
+  minter(claims: AssignmentClaims): () => Promise<string> {
+    const issuedAtMs = clock.now();
+    let minted: Promise<string> | undefined;
+    return () =>
+      (minted ??= this.mint(claims, issuedAtMs).catch((err: unknown) => {
+        minted = undefined;
+        throw err;
+      }));
+  }
+
+  private sign(claims: AssignmentClaims, key: Uint8Array, issuedAtMs: number): string {
+    const now = Math.floor(issuedAtMs / 1000);
+    // The same compact HS256 JWT jose's SignJWT makes, signed synchronously with node:crypto, where jose's async
+    // WebCrypto signing cost about 57 µs each.
     const payload = {
       run_id: claims.run_id,
       node_run_id: claims.node_run_id,

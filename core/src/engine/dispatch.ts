@@ -206,10 +206,16 @@ export class Dispatcher {
       inputs: nr.node_run.inputs ?? {},
       extensions: { "nodefabric.attempt": nr.attempt, "nodefabric.deadline": new Date(deadline).toISOString() },
     };
-    // Where the executor reports progress (POST /v1/node-runs/{id}:progress), with a token acting for this NodeRun.
+    // Where the executor reports progress (POST /v1/node-runs/{id}:progress) and saves checkpoints, with a token
+    // acting for this NodeRun. Most handlers do neither, so the token is signed only when it may be used: an executor
+    // of this process mints it at the first report (with the claims it would have had now); one elsewhere is sent it
+    // unless this coordinator checks no token (auth disabled) and shares its store with no coordinator that might.
+    let assignmentToken: (() => Promise<string>) | undefined;
     if (this.coordinatorEndpoint) {
       body.extensions!["nodefabric.coordinator_endpoint"] = this.coordinatorEndpoint;
-      body.extensions!["nodefabric.assignment_token"] = await this.core.tokens.mint({ run_id: nr.run_id, node_run_id: nr.node_run_id });
+      const claims = { run_id: nr.run_id, node_run_id: nr.node_run_id };
+      if (this.core.o.executors.inProcess?.(endpoint)) assignmentToken = this.core.tokens.minter(claims);
+      else if (this.core.assignmentTokensChecked) body.extensions!["nodefabric.assignment_token"] = await this.core.tokens.mint(claims);
     }
     // What an earlier execution of this NodeRun saved to resume from (POST /v1/node-runs/{id}:checkpoint).
     const saved = nr.node_run.extensions?.["nodefabric.checkpoint"] as { data?: unknown } | undefined;
@@ -221,7 +227,7 @@ export class Dispatcher {
     let result: AtomicExecuteResult | undefined;
     let failure: FabricErrorBody | undefined;
     const span = this.core.openNodeRunSpan(nr, run, endpoint);
-    const execute = () => this.core.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - clock.now()) + 5_000 });
+    const execute = () => this.core.o.executors.execute(endpoint, body, { idempotencyKey: key, timeoutMs: Math.max(1, deadline - clock.now()) + 5_000, assignmentToken });
     try {
       // An executor at its concurrency limit answers 503 (or 429): wait and offer the same attempt again while the
       // deadline allows, without spending an attempt on it.
@@ -249,6 +255,9 @@ export class Dispatcher {
       }
     }
     await this.onAnswer({ runId: nr.run_id, nodeRunId: nr.node_run_id, attempt: nr.attempt, nodeType, durationMs: clock.now() - started, result, failure });
+    // Recorded: the NodeRun ended or has its next attempt, so this key is never sent again (an executor's answer only:
+    // after a transport failure the executor may still hold a result that a delivery of the same key must find).
+    if (result) this.core.o.executors.answerRecorded?.(endpoint, key);
   }
 
   /** The `:begin` of a composite, with a freshly minted assignment token and the envelope in force. */

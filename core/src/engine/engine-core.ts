@@ -84,6 +84,8 @@ export class EngineCore {
   /** How long a NodeRun waits for an executor it cannot reach (ms; docs/upstream-failures.md). */
   readonly executorWaitMs: number;
   readonly tokens: AssignmentTokens;
+  /** Whether a coordinator may check the assignment tokens of atomic executions (RunEngineOptions.assignmentTokensChecked). */
+  readonly assignmentTokensChecked: boolean;
   /** Whether the store is down, as the background loops saw it; they back off on it (store-outage.ts). */
   readonly outage: StoreOutage;
   /** When each composite last made progress (children created or ended, evaluations), in memory. */
@@ -111,6 +113,7 @@ export class EngineCore {
     this.compositeLeaseMs = o.compositeLeaseMs ?? Math.min(this.leaseMs, 10_000);
     this.executorWaitMs = o.executorWaitMs ?? DEFAULT_EXECUTOR_WAIT_MS;
     this.tokens = o.assignmentTokens ?? new AssignmentTokens();
+    this.assignmentTokensChecked = o.assignmentTokensChecked ?? true;
     // Lease renewal backs off too: the pause stays well inside a lease, so the database back means leases renewed.
     this.outage = new StoreOutage(o.log, Math.max(100, Math.min(2_000, Math.floor((o.runLeaseMs ?? 10_000) / 4))));
     // Per-NodeRun and per-run state of this coordinator: each entry leaves when its NodeRun (run) ends here, or is

@@ -40,6 +40,12 @@ export interface RunEngineOptions {
   selection?: { getCandidateSet(id: string): Promise<CandidateSet> };
   /** Mints assignment tokens for composite NodeRuns. */
   assignmentTokens?: AssignmentTokens;
+  /**
+   * Whether the token an atomic execution reports progress and checkpoints with may be checked (default true): false
+   * only for a coordinator that authenticates no caller and shares its store with no other coordinator, which then
+   * sends executors of other processes no token (nothing would read it). Composites always get theirs.
+   */
+  assignmentTokensChecked?: boolean;
   /** A composite that makes no progress for this long gets its `:begin` sent again (ms, default the lesser of leaseMs and 10 s). */
   compositeLeaseMs?: number;
   /**

@@ -6,7 +6,7 @@
  */
 import type { ValidateFunction } from "ajv";
 import { validatorFor } from "@nodefabric/schemas";
-import type { AtomicExecuteResult, FabricErrorBody, NodeRunCompleteRequest, NodeRunEvaluationReportRequest } from "@nodefabric/schemas";
+import type { AtomicExecuteResult, FabricErrorBody, NodeRunCompleteRequest, NodeRunEvaluationReportRequest, NodeTypeRef } from "@nodefabric/schemas";
 import { FabricError } from "../http/errors.js";
 import { compileHandlerSchema, createHandlerAjv } from "@nodefabric/sdk/runtime";
 import { dedupeIssues, issuesFromAjv } from "../http/validation.js";
@@ -50,7 +50,11 @@ export class Results {
   private readonly pending = new Map<string, PendingAnswer[]>();
   /** When each NodeRun last reported progress, and how many events it has had (in memory, oldest dropped first). */
   private readonly progressSeen = new Map<string, { at: number; count: number }>();
-  private readonly outputValidators = new Map<string, ValidateFunction>();
+  /**
+   * The compiled output schema of each node type version, or the promise of it while its NodeType is looked up: the
+   * first answers of a new node type often arrive together (64 at once in the bench), and they share one compile.
+   */
+  private readonly outputValidators = new Map<string, Promise<ValidateFunction>>();
 
   constructor(
     private readonly core: EngineCore,
@@ -179,16 +183,27 @@ export class Results {
 
   /** Validation issues of outputs against the NodeRun's output_schema (none when the type has no schema). */
   private async outputIssues(nr: NodeRunRecord, outputs: Record<string, unknown>): Promise<Array<{ path: string; message: string }>> {
-    const ref = nr.node_run.node_type_ref;
+    const validate = await this.outputValidator(nr.node_run.node_type_ref);
+    return validate(outputs) ? [] : dedupeIssues(issuesFromAjv(validate.errors));
+  }
+
+  /**
+   * The validator of a node type's outputs, compiled once. A NodeType that cannot be looked up, or a schema that does
+   * not compile, fails the answers waiting for it and is tried again by the next one: a failure is never kept.
+   */
+  private outputValidator(ref: NodeTypeRef): Promise<ValidateFunction> {
     const key = `${ref.node_type_id}@${ref.version}`;
-    let validate = this.outputValidators.get(key);
-    if (!validate) {
-      const nodeType = await this.core.o.resolver.nodeType(ref);
-      validate = compileHandlerSchema(createHandlerAjv(), nodeType.output_schema as Record<string, unknown> | undefined);
-      this.outputValidators.set(key, validate);
+    let pending = this.outputValidators.get(key);
+    if (!pending) {
+      const compiled = this.core.o.resolver.nodeType(ref).then((nodeType) => compileHandlerSchema(createHandlerAjv(), nodeType.output_schema as Record<string, unknown> | undefined));
+      pending = compiled;
+      this.outputValidators.set(key, compiled);
+      compiled.catch(() => {
+        if (this.outputValidators.get(key) === compiled) this.outputValidators.delete(key);
+      });
       if (this.outputValidators.size > MAX_OUTPUT_VALIDATORS) this.outputValidators.delete(this.outputValidators.keys().next().value!);
     }
-    return validate(outputs) ? [] : dedupeIssues(issuesFromAjv(validate.errors));
+    return pending;
   }
 
   // ---------------------------------------------------------------- node-run reports

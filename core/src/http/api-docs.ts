@@ -5,10 +5,14 @@
  * openapi-docs.ts adds summaries, tags and answers in swagger's `transform`, to the document only: no route gets a
  * response schema, so fastify serializes exactly as it did. The v1 schemas a document names are copied into
  * `components/schemas` (by title: Run, NodeRun, ErrorEnvelope, …), and every `$ref` points there.
+ *
+ * The docs page (@fastify/swagger-ui and the static file server under it) is loaded at its first request, not when
+ * the service starts: most services never serve it. It then runs on a fastify instance of its own, which the
+ * service's docs routes hand each request to (`docsPage`).
  */
-import type { FastifyInstance, RouteOptions } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteOptions } from "fastify";
+import fp from "fastify-plugin";
 import fastifySwagger from "@fastify/swagger";
-import fastifySwaggerUi from "@fastify/swagger-ui";
 import { SCHEMA_BASE, schemas, type SchemaName } from "@nodefabric/schemas";
 import { ROUTE_DOCS, TAGS, type AnswerDoc } from "./openapi-docs.js";
 import { PUBLIC_ROUTES, ROUTE_ACCESS, contractPath, type RouteAccess } from "./auth-scopes.js";
@@ -225,8 +229,57 @@ export function installApiDocs(app: FastifyInstance, o: ApiDocsOptions): void {
   // Registered, so it loads at ready(): after every hook of createService is in place (405 detection included).
   void app.register(async (docs) => {
     docs.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
-    // Wrapped: called directly, the plugin would look for @fastify/swagger among the registered plugins.
-    const swaggerUi = fastifySwaggerUi as unknown as (ui: FastifyInstance, opts: object) => Promise<void>;
-    await docs.register(async (ui) => swaggerUi(ui, { routePrefix: DOCS_PATH, staticCSP: DOCS_CSP, theme: { title: `${title} API` }, logo: LOGO, uiConfig: { deepLinking: true } }));
+    // The paths @fastify/swagger-ui serves under DOCS_PATH, so a wrong method or path answers as it did with the
+    // plugin registered here (405, 404); each request is answered by the page's own instance.
+    const page = docsPage(app, { routePrefix: DOCS_PATH, staticCSP: DOCS_CSP, theme: { title: `${title} API` }, logo: LOGO, uiConfig: { deepLinking: true } });
+    for (const url of [DOCS_PATH, `${DOCS_PATH}/json`, `${DOCS_PATH}/yaml`, `${DOCS_PATH}/static/*`]) docs.get(url, { schema: { hide: true } }, page.answer);
+    docs.addHook("onClose", page.close);
   });
+}
+
+/** Headers of the page's answers that belong to its own connection, not to the answer. */
+const HOP_HEADERS = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "date"]);
+
+/**
+ * Answers the docs routes with @fastify/swagger-ui, loaded and started on an instance of its own at the first
+ * request. The page reads this service's document (`app.swagger()`). A path the page does not have is this service's
+ * 404, and any other error its ErrorEnvelope, as when the plugin was registered on the service itself.
+ */
+function docsPage(app: FastifyInstance, options: Record<string, unknown>): { answer: (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>; close: () => Promise<void> } {
+  let page: Promise<FastifyInstance> | undefined;
+  const start = async (): Promise<FastifyInstance> => {
+    const { default: fastifySwaggerUi } = await import("@fastify/swagger-ui");
+    const ui = Fastify({ routerOptions: { ignoreTrailingSlash: true } });
+    // swagger-ui reads the document through the `swagger()` of a plugin named @fastify/swagger: the service's own.
+    await ui.register(fp(async (i: FastifyInstance) => void i.decorate("swagger", ((o?: { yaml?: boolean }) => app.swagger(o as never)) as never), { name: "@fastify/swagger" }));
+    await ui.register(fastifySwaggerUi as never, options);
+    await ui.ready();
+    return ui;
+  };
+  const close = async () => {
+    const started = page;
+    page = undefined;
+    await (await started?.catch(() => undefined))?.close();
+  };
+  const answer = async (req: FastifyRequest, reply: FastifyReply) => {
+    page ??= start().catch((err: unknown) => {
+      page = undefined;
+      throw err;
+    });
+    const ui = await page;
+    const res = await ui.inject({ method: "GET", url: req.url, headers: req.headers as Record<string, string> });
+    if (res.statusCode === 404) return reply.callNotFound();
+    if (res.statusCode >= 400) {
+      let message = `the docs page could not be served (${res.statusCode})`;
+      try {
+        message = (JSON.parse(res.body) as { message?: string }).message ?? message;
+      } catch {
+        // not JSON: the status says enough
+      }
+      throw Object.assign(new Error(message), { statusCode: res.statusCode });
+    }
+    for (const [name, value] of Object.entries(res.headers)) if (!HOP_HEADERS.has(name) && value !== undefined) reply.header(name, value);
+    return reply.code(res.statusCode).send(res.rawPayload);
+  };
+  return { answer, close };
 }

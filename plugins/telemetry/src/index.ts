@@ -77,7 +77,7 @@ async function telemetryService(app: FastifyInstance, options: { fabric: PluginS
   }
   let tracing: TracingSettings;
   try {
-    tracing = startTracing(fabric.processServices);
+    tracing = await startTracing(fabric.processServices);
   } catch (err) {
     // The users count was taken: give it back, so a later start is not held by this one.
     await stopTracing();

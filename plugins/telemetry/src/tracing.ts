@@ -5,12 +5,12 @@
  * Tracing is on when an exporter is configured: `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
  * is set, or `OTEL_TRACES_EXPORTER` names one (`otlp`, `console`). Otherwise nothing is registered and core's spans
  * stay the API's no-ops. `OTEL_SDK_DISABLED=true` and `OTEL_TRACES_EXPORTER=none` turn it off.
+ *
+ * The SDK and the exporters are imported only when tracing is on: a fabric without tracing never loads them (about
+ * 3 MB of heap, 15 MB of memory and a third of a second at start; test/lazy-modules.test.ts checks).
  */
 import { context, propagation, trace } from "@opentelemetry/api";
-import { OTLPTraceExporter as ProtoExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { OTLPTraceExporter as JsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, SimpleSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-node";
+import type { NodeTracerProvider, SpanExporter } from "@opentelemetry/sdk-trace-node";
 import type { ServiceName } from "@nodefabric/core";
 
 /** What the environment asks for, read once when the first service starts. */
@@ -41,32 +41,48 @@ export function tracingSettings(env: NodeJS.ProcessEnv, processServices: readonl
   return { exporter: endpoint ? "otlp" : "none", protocol, serviceName };
 }
 
-function exporterFor(settings: TracingSettings): SpanExporter {
-  if (settings.exporter === "console") return new ConsoleSpanExporter();
+/** The exporter the settings name, imported with the one protocol it speaks. */
+async function exporterFor(settings: TracingSettings): Promise<SpanExporter> {
+  if (settings.exporter === "console") return new (await import("@opentelemetry/sdk-trace-node")).ConsoleSpanExporter();
   // The exporters read the endpoint, headers, timeout and compression from the OTEL_EXPORTER_OTLP_* variables.
-  return settings.protocol === "http/json" ? new JsonExporter() : new ProtoExporter();
+  if (settings.protocol === "http/json") return new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter();
+  return new (await import("@opentelemetry/exporter-trace-otlp-proto")).OTLPTraceExporter();
 }
 
 let provider: NodeTracerProvider | undefined;
 let users = 0;
-let active: TracingSettings | undefined;
+let active: Promise<TracingSettings> | undefined;
 
 /**
  * Registers the SDK for this process, once (each service of the process calls it; the last to stop flushes and
- * unregisters it). Returns what is in force.
+ * unregisters it). Resolves to what is in force; rejects, and is tried again by the next service, when the variables
+ * hold what is not supported.
  */
-export function startTracing(processServices: readonly ServiceName[], env: NodeJS.ProcessEnv = process.env): TracingSettings {
+export function startTracing(processServices: readonly ServiceName[], env: NodeJS.ProcessEnv = process.env): Promise<TracingSettings> {
   users++;
-  if (active) return active;
+  if (!active) {
+    const starting = register(processServices, env);
+    active = starting;
+    starting.catch(() => {
+      if (active === starting) active = undefined;
+    });
+  }
+  return active;
+}
+
+async function register(processServices: readonly ServiceName[], env: NodeJS.ProcessEnv): Promise<TracingSettings> {
   const settings = tracingSettings(env, processServices);
-  active = settings;
   if (settings.exporter === "none") return settings;
+  const [{ detectResources, envDetector, resourceFromAttributes }, { BatchSpanProcessor, NodeTracerProvider, SimpleSpanProcessor }, exporter] = await Promise.all([
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/sdk-trace-node"),
+    exporterFor(settings),
+  ]);
   const detected = detectResources({ detectors: [envDetector] });
   const resource = resourceFromAttributes({ "service.name": settings.serviceName, "service.namespace": "nodefabric", "nodefabric.services": processServices.join(",") }).merge(
     // OTEL_RESOURCE_ATTRIBUTES adds to (and may override) what the fabric says, but OTEL_SERVICE_NAME has the last word.
     detected,
   ).merge(resourceFromAttributes({ "service.name": settings.serviceName }));
-  const exporter = exporterFor(settings);
   provider = new NodeTracerProvider({
     resource,
     // The batch processor reads OTEL_BSP_*; the console exporter prints each span at once.
@@ -80,6 +96,9 @@ export function startTracing(processServices: readonly ServiceName[], env: NodeJ
 /** One service stopped: when it was the last, the spans still buffered are sent and the SDK is unregistered. */
 export async function stopTracing(): Promise<void> {
   users = Math.max(0, users - 1);
+  if (users > 0) return;
+  // A start still importing the SDK finishes first, so what it registers is unregistered here.
+  await active?.catch(() => undefined);
   if (users > 0) return;
   const p = provider;
   provider = undefined;

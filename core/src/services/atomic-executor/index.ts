@@ -168,7 +168,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     {
       name: "load",
       status: inFlight >= concurrency ? "degraded" : "ok",
-      details: { in_flight: inFlight, concurrency, abandoned },
+      details: { in_flight: inFlight, concurrency, abandoned, remembered_results: cache.size },
     },
   ];
 
@@ -188,10 +188,11 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   }
 
   // Progress reports go to the coordinator that sent the execution (its `nodefabric.coordinator_endpoint`), with the
-  // NodeRun's assignment token it sent along (`nodefabric.assignment_token`); one client per coordinator.
+  // NodeRun's assignment token it sent along (`nodefabric.assignment_token`), or, from a coordinator of this process,
+  // the token it mints when the first report needs it (`mintToken`); one client per coordinator.
   const coordinators = new Map<string, CoordinatorClient>();
   trackCache("executor.coordinator_clients", coordinators, (m) => ({ entries: m.size }));
-  const coordinatorOf = (request: AtomicExecuteRequest): { client: CoordinatorClient; token?: string } | undefined => {
+  const coordinatorOf = (request: AtomicExecuteRequest, mintToken?: () => Promise<string>): { client: CoordinatorClient; token: () => Promise<string | undefined> } | undefined => {
     const endpoint = request.extensions?.["nodefabric.coordinator_endpoint"];
     const token = request.extensions?.["nodefabric.assignment_token"];
     if (typeof endpoint !== "string" || !/^https?:\/\//.test(endpoint) || (token !== undefined && typeof token !== "string")) return undefined;
@@ -201,17 +202,17 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
       if (coordinators.size >= 64) return undefined;
       coordinators.set(base, (client = new CoordinatorClient(base, { connections: 8 })));
     }
-    return { client, token: token as string | undefined };
+    return { client, token: token !== undefined || !mintToken ? async () => token as string | undefined : mintToken };
   };
-  const checkpointSaver = (request: AtomicExecuteRequest): ((data: Record<string, unknown>) => Promise<void>) | undefined => {
-    const to = coordinatorOf(request);
-    return to ? (data) => to.client.saveCheckpoint(request.node_run_id, data, to.token) : undefined;
+  const checkpointSaver = (request: AtomicExecuteRequest, mintToken?: () => Promise<string>): ((data: Record<string, unknown>) => Promise<void>) | undefined => {
+    const to = coordinatorOf(request, mintToken);
+    return to ? async (data) => to.client.saveCheckpoint(request.node_run_id, data, await to.token()) : undefined;
   };
-  const progressSender = (request: AtomicExecuteRequest): ((report: { progress: number; total?: number; message?: string }) => void) | undefined => {
-    const to = coordinatorOf(request);
+  const progressSender = (request: AtomicExecuteRequest, mintToken?: () => Promise<string>): ((report: { progress: number; total?: number; message?: string }) => void) | undefined => {
+    const to = coordinatorOf(request, mintToken);
     if (!to) return undefined;
     return (report) => {
-      to.client.reportProgress(request.node_run_id, report, to.token).catch((err: unknown) => {
+      to.token().then((token) => to.client.reportProgress(request.node_run_id, report, token)).catch((err: unknown) => {
         app.log.debug({ err, run_id: request.run_id, node_run_id: request.node_run_id }, "a progress report did not reach the coordinator");
       });
     };
@@ -229,7 +230,13 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
 
   exposeObservables(app, () => ({ executor_in_flight: inFlight }));
 
-  const run = async (request: AtomicExecuteRequest, attempt: number, timeoutMs: number, loaded: NonNullable<ReturnType<LoadedHandlers["find"]>>): Promise<AtomicExecuteResult> => {
+  const run = async (
+    request: AtomicExecuteRequest,
+    attempt: number,
+    timeoutMs: number,
+    loaded: NonNullable<ReturnType<LoadedHandlers["find"]>>,
+    mintToken: (() => Promise<string>) | undefined,
+  ): Promise<AtomicExecuteResult> => {
     const execution = new Execution(request.node_run_id, timeoutMs);
     if (wasCanceled(request.node_run_id)) execution.stop("canceled");
     let set = running.get(request.node_run_id);
@@ -256,8 +263,8 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
           onAbandoned: (delta) => {
             abandoned += delta;
           },
-          onProgress: progressSender(request),
-          saveCheckpoint: checkpointSaver(request),
+          onProgress: progressSender(request, mintToken),
+          saveCheckpoint: checkpointSaver(request, mintToken),
         });
         if (span.isRecording()) {
           span.setAttribute(ATTR.state, result.state);
@@ -272,8 +279,8 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     }
   };
 
-  /** Executes one request; the route and in-process callers share it. */
-  const execute = async (request: AtomicExecuteRequest, key: string | undefined): Promise<AtomicExecuteResult> => {
+  /** Executes one request; the route and in-process callers share it (these may give the assignment token as `mintToken`). */
+  const execute = async (request: AtomicExecuteRequest, key: string | undefined, mintToken?: () => Promise<string>): Promise<AtomicExecuteResult> => {
     if (key && key.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
       throw invalidRequest("the Idempotency-Key header is too long", [{ path: "/headers/idempotency-key", message: `must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters` }]);
     }
@@ -329,7 +336,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     if (remaining !== undefined) timeoutMs = Math.min(timeoutMs, remaining);
     timeoutMs = Math.min(timeoutMs, maxTimeoutMs);
 
-    const result = run(request, attempt, timeoutMs, loaded);
+    const result = run(request, attempt, timeoutMs, loaded, mintToken);
     if (key && fingerprint) cache.put(key, fingerprint, result);
     return result;
   };
@@ -359,7 +366,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     cancel((req.params as { node_run_id: string }).node_run_id);
     return reply.code(204).send();
   });
-  exposeInProcess(app, ATOMIC_EXECUTOR_API, { execute, cancel });
+  exposeInProcess(app, ATOMIC_EXECUTOR_API, { execute: (request, key, o) => execute(request, key, o?.assignmentToken), cancel, forget: (key) => cache.forget(key) });
 
   app.addHook("onClose", async () => {
     for (const set of running.values()) for (const execution of set) execution.stop("shutdown");

@@ -2,7 +2,9 @@
  * The executor's memory of finished executions, keyed by `Idempotency-Key`: a repeated delivery gets the first
  * result instead of running the handler again. Bounded in entries and in bytes (the oldest settled results go
  * first) and forgetful (TTL), since it only has to cover the coordinator's retry window, not history
- * (docs/memory.md).
+ * (docs/memory.md). A coordinator in the same process says when it has recorded an answer (`forget`), after which
+ * no delivery of its key can come: an executor called only in process then holds the executions in flight and the
+ * answers not yet recorded, not 10,000 finished ones.
  */
 import type { AtomicExecuteResult } from "@nodefabric/schemas";
 import { clock } from "../../clock.js";
@@ -82,6 +84,12 @@ export class ResultCache {
         if (this.entries.get(key) === entry) this.entries.delete(key);
       },
     );
+  }
+
+  /** Drops the result kept for `key`: nobody will ask for it again. */
+  forget(key: string): void {
+    const entry = this.entries.get(key);
+    if (entry) this.drop(key, entry);
   }
 
   get size(): number {

@@ -9,13 +9,13 @@
  * approval id) is built afresh from it.
  */
 import { setFlagsFromString } from "node:v8";
-import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
 import type { AuthorizationAnswer, CedarValueJson, Context, EntityJson, TypeAndId } from "@cedar-policy/cedar-wasm/nodejs";
 import type { PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";
 import { newId } from "../../ids.js";
 import { trackCache } from "../../observe/caches.js";
 import { toCedarRequest, type CedarRequest } from "./request-mapping.js";
-import type { LoadedPolicySet } from "./policy-set.js";
+import { DEFAULT_POLICY_TEXT, loadPolicyText, type LoadedPolicySet } from "./policy-set.js";
+import { cedarEngine } from "./cedar.js";
 
 /** At most this many dropped context values are listed in a decision. */
 const MAX_DROPPED_LISTED = 20;
@@ -35,6 +35,22 @@ function turnOffJsToWasmInlining(): void {
   wasmCallInliningOff = true;
   const major = Number(process.versions.v8.split(".")[0]);
   if (major >= 9 && major <= 13) setFlagsFromString("--no-turbo-inline-js-wasm-calls");
+}
+
+/** A UTF-16 surrogate that is not half of a pair: with the `u` flag a pair is one code point, never matched. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Whether every string of a value (keys included) is well-formed UTF-16. Cedar reads its input as JSON text, which
+ * refuses a lone surrogate, so it fails any request that holds one, whatever its policies say.
+ */
+function wellFormed(value: unknown): boolean {
+  if (typeof value === "string") return !LONE_SURROGATE.test(value);
+  if (Array.isArray(value)) return value.every(wellFormed);
+  if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) if (LONE_SURROGATE.test(key) || !wellFormed(item)) return false;
+  }
+  return true;
 }
 
 /** Outcomes the decision cache holds by default. */
@@ -108,7 +124,12 @@ function pick(from: Record<string, CedarValueJson>, names: readonly string[], ke
 
 /** Creates the decision function for a loaded policy set and the entities of an entities file. */
 export function createDecider(policySet: LoadedPolicySet, staticEntities: EntityJson[] = [], options: DeciderOptions = {}): Decider {
-  turnOffJsToWasmInlining();
+  // The built-in set's one policy permits every request without a condition: Cedar answers every request it can
+  // read "allow, because of it", so it is asked only about one it cannot (a lone surrogate in a string), and loaded
+  // then. core/test/pdp.test.ts compares the two on many requests.
+  const allowsAll = policySet.allowsAll === true;
+  let preparsed = !allowsAll;
+  if (!allowsAll) turnOffJsToWasmInlining();
   const staticIndex = new Map<string, number>();
   staticEntities.forEach((e, i) => {
     const uid = uidOf(e);
@@ -158,14 +179,27 @@ export function createDecider(policySet: LoadedPolicySet, staticEntities: Entity
   }
 
   function evaluate(mapped: CedarRequest, context: Context, requestEntities: EntityJson[]): Outcome {
+    const entities = entitiesFor(requestEntities);
+    if (allowsAll) {
+      // The entities file's own strings passed Cedar at load (checkParseEntities), so only the request's are looked at.
+      if (wellFormed([mapped.principal, mapped.action, mapped.resource, context, requestEntities])) {
+        return { type: "success", decision: "allow", reasons: policySet.policies.map((p) => p.id), errors: [] };
+      }
+      if (!preparsed) {
+        // The same text under the same cache id (pdp.test.ts checks), now in Cedar's cache too.
+        loadPolicyText(DEFAULT_POLICY_TEXT, "default");
+        turnOffJsToWasmInlining();
+        preparsed = true;
+      }
+    }
     let answer: AuthorizationAnswer;
     try {
-      answer = cedar.statefulIsAuthorized({
+      answer = cedarEngine().statefulIsAuthorized({
         principal: mapped.principal,
         action: mapped.action,
         resource: mapped.resource,
         context,
-        entities: entitiesFor(requestEntities),
+        entities,
         preparsedPolicySetId: policySet.cacheId,
       });
     } catch (err) {

@@ -1,11 +1,12 @@
 /**
  * Loading the PDP's Cedar policies and entities: read once, checked once, and pre-parsed into Cedar's
- * in-process cache so that a decision never parses policy text again.
+ * in-process cache so that a decision never parses policy text again. The built-in policy set, which permits
+ * everything, is made without Cedar (decisions under it need none, decider.ts).
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import * as cedar from "@cedar-policy/cedar-wasm/nodejs";
 import type { DetailedError, EntityJson, PolicyJson } from "@cedar-policy/cedar-wasm/nodejs";
+import { cedarEngine } from "./cedar.js";
 import { analysePolicyReads, type PolicyReads } from "./read-analysis.js";
 
 /** The annotation that turns an allow into `require_approval` when it sits on a determining permit policy. */
@@ -16,6 +17,13 @@ export const ID_ANNOTATION = "id";
 
 /** The policy set used when no policy file is given. */
 export const DEFAULT_POLICY_TEXT = '@id("default-allow-all")\npermit(principal, action, resource);\n';
+
+/** The one policy of DEFAULT_POLICY_TEXT, as Cedar splits the text and as its JSON (EST) form reads (core/test/pdp.test.ts checks both against Cedar). */
+const DEFAULT_POLICY = {
+  id: "default-allow-all",
+  text: '@id("default-allow-all")\npermit(principal, action, resource);',
+  json: { effect: "permit", principal: { op: "All" }, action: { op: "All" }, resource: { op: "All" }, conditions: [], annotations: { id: "default-allow-all" } } as PolicyJson,
+};
 
 /** A policy file or entities file that cannot be used; the message names the file, and the line when known. */
 export class PolicyFileError extends Error {
@@ -53,6 +61,11 @@ export interface LoadedPolicySet {
   byId: Map<string, PolicyInfo>;
   /** What the policies can read of a request (the decision cache keys on it), or why that cannot be bounded. */
   reads: PolicyReads;
+  /**
+   * Set on the built-in set only (defaultPolicySet): its one policy permits every request without a condition, so
+   * Cedar's answer is known without asking it, and `cacheId` names nothing in Cedar's cache.
+   */
+  allowsAll?: true;
 }
 
 /** Turns a byte offset of Cedar's into a 1-based line and column of the text. */
@@ -84,6 +97,7 @@ function describeCedarErrors(errors: DetailedError[], text: string): { message: 
 /** Parses Cedar policy text, checks NodeFabric's annotations, and pre-parses it into Cedar's cache. */
 export function loadPolicyText(rawText: string, source: string): LoadedPolicySet {
   const text = rawText.charCodeAt(0) === 0xfeff ? rawText.slice(1) : rawText;
+  const cedar = cedarEngine();
   // Splitting parses the whole text, so its errors carry positions in the file.
   const parts = cedar.policySetTextToParts(text);
   if (parts.type === "failure") {
@@ -148,14 +162,18 @@ export function loadPolicyText(rawText: string, source: string): LoadedPolicySet
     jsons.push({ id, json: json.json });
   });
 
-  // The cache key is the content, so loading the same policies again reuses the entry instead of adding one.
-  const cacheId = `nodefabric-pdp-${createHash("sha256").update(JSON.stringify(staticPolicies)).digest("hex").slice(0, 32)}`;
+  const cacheId = cacheIdOf(staticPolicies);
   const preparsed = cedar.preparsePolicySet(cacheId, { staticPolicies });
   if (preparsed.type === "failure") {
     const { message } = describeCedarErrors(preparsed.errors, text);
     throw new PolicyFileError(source, message);
   }
   return { cacheId, source, policies, byId, reads: analysePolicyReads(jsons) };
+}
+
+/** The key of a policy set in Cedar's cache: its content, so loading the same policies again reuses the entry. */
+function cacheIdOf(staticPolicies: Record<string, string>): string {
+  return `nodefabric-pdp-${createHash("sha256").update(JSON.stringify(staticPolicies)).digest("hex").slice(0, 32)}`;
 }
 
 /** Reads and loads a Cedar policy file; rejects with a PolicyFileError naming the file, line and Cedar's message. */
@@ -169,9 +187,18 @@ export async function loadPolicyFile(file: string): Promise<LoadedPolicySet> {
   return loadPolicyText(text, file);
 }
 
-/** The built-in policy set that permits every action. */
+/** The built-in policy set that permits every action: what loadPolicyText makes of DEFAULT_POLICY_TEXT, without Cedar. */
 export function defaultPolicySet(): LoadedPolicySet {
-  return { ...loadPolicyText(DEFAULT_POLICY_TEXT, "default"), source: "default" };
+  const { id, text, json } = DEFAULT_POLICY;
+  const info: PolicyInfo = { id, effect: "permit", requiresApproval: false, line: 1 };
+  return {
+    cacheId: cacheIdOf({ [id]: text }),
+    source: "default",
+    policies: [info],
+    byId: new Map([[id, info]]),
+    reads: analysePolicyReads([{ id, json }]),
+    allowsAll: true,
+  };
 }
 
 /** Reads a Cedar entities JSON file (an array of `{ uid, attrs, parents }`) and checks that Cedar accepts it. */
@@ -185,7 +212,7 @@ export async function loadEntitiesFile(file: string): Promise<EntityJson[]> {
   if (!Array.isArray(parsed)) {
     throw new PolicyFileError(file, "an entities file holds a JSON array of Cedar entities ({ uid, attrs, parents })");
   }
-  const checked = cedar.checkParseEntities({ entities: parsed as EntityJson[] });
+  const checked = cedarEngine().checkParseEntities({ entities: parsed as EntityJson[] });
   if (checked.type === "failure") {
     throw new PolicyFileError(file, describeCedarErrors(checked.errors, "").message);
   }

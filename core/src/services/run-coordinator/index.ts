@@ -144,6 +144,8 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     compositeLeaseMs: options.compositeLeaseMs,
     executorWaitMs: options.executorWaitMs,
     assignmentTokens,
+    // A coordinator sharing the store may check the token of an execution this one dispatched (reports are forwarded).
+    assignmentTokensChecked: shared !== undefined || (options.auth !== undefined && options.auth.mode !== "disabled"),
   });
   if (options.publicUrl) engine.coordinatorEndpoint = options.publicUrl.replace(/\/+$/, "");
   app.addHook("onListen", async () => {
