@@ -54,7 +54,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
   const metadataPath = `/.well-known/oauth-protected-resource${path}`;
   const authOn = fabric.auth.mode !== "disabled";
   const gatewayUrl = () => fabric.serviceUrl("run-gateway");
-  const calls = new GatewayCalls(app);
+  const calls = new GatewayCalls(app, fabric.runs);
 
   let served: Promise<Served> | undefined;
   let poll: NodeJS.Timeout | undefined;
@@ -188,6 +188,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
     const mayRun = !authOn || p === undefined || p.kind === "anonymous" || p.scopes.has("runs:write");
     const caller: CallerInfo = {
       headers: callerHeaders(req.headers),
+      verified: p,
       principal: p && p.kind !== "anonymous" ? { sub: p.sub, iss: p.iss, tenant_id: p.tenant_id, scopes: p.scopes } : undefined,
       digest: callerDigest(p && p.kind !== "anonymous" ? p : undefined),
       mayRun,

@@ -73,7 +73,7 @@ export async function runTool(
   try {
     // Without progress wanted, the gateway holds the answer until the run ends (the cheap path); with it, the run's
     // events are followed from the start.
-    const started = await deps.calls.startRun(request, caller.headers, onProgress ? 0 : deps.waitSeconds);
+    const started = await deps.calls.startRun(request, caller, onProgress ? 0 : deps.waitSeconds);
     if (started.status >= 300) return resultOfRefusal(started);
     if (signal.aborted) {
       cancel();

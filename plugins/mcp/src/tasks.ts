@@ -119,7 +119,7 @@ export function runTasks(deps: ServerDeps): TaskSupport {
           input: args,
           metadata: { labels: runLabels(t, caller.digest) },
         },
-        caller.headers,
+        caller,
         wait,
       );
       if (started.status >= 300) return resultOfRefusal(started);
