@@ -4,7 +4,7 @@
  */
 import type { GatewayCaller } from "./gateway-calls.js";
 
-/** Who calls, as the route found it (the factory reads it from the SDK's pass-through authInfo). */
+/** Who calls, as the route found it (each handler reads it from its request's pass-through authInfo). */
 export interface CallerInfo extends GatewayCaller {
   /** The verified principal (undefined when authentication is disabled). */
   principal?: { sub?: string; iss?: string; tenant_id?: string; scopes: ReadonlySet<string> };
@@ -12,6 +12,4 @@ export interface CallerInfo extends GatewayCaller {
   digest: string;
   /** Whether the caller may start runs (runs:write, or authentication disabled). */
   mayRun: boolean;
-  /** The JSON-RPC method of this request, when it is one request (not a batch). */
-  method?: string;
 }

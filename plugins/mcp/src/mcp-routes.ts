@@ -9,6 +9,7 @@ import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import type * as Sdk from "@modelcontextprotocol/server";
 import { GatewayCalls, callerHeaders } from "./gateway-calls.js";
 import type { CallerInfo } from "./caller-info.js";
+import type { Exchange } from "./server-pool.js";
 import type { ServerDeps } from "./server-deps.js";
 import { mcpSettings, type McpSettings } from "./settings.js";
 import { callerDigest } from "./tools.js";
@@ -64,7 +65,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       // fast as one without this plugin.
       const sdk = await import("@modelcontextprotocol/server");
       const { AjvJsonSchemaValidator } = await import("@modelcontextprotocol/server/validators/ajv");
-      const { serverFactory } = await import("./mcp-server.js");
+      const { serverFactory, serverPool } = await import("./mcp-server.js");
       const { runTasks } = await import("./tasks.js");
       const { selectionSearch } = await import("./search.js");
       const { Catalogue } = await import("./catalogue.js");
@@ -101,7 +102,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       }
       deps.tasks = runTasks(deps);
       deps.search = selectionSearch(deps, fabric);
-      handler = sdk.createMcpHandler(serverFactory(deps), {
+      handler = sdk.createMcpHandler(serverFactory(serverPool(deps)), {
         legacy: "stateless",
         bus,
         onerror: (err) => app.log.debug({ err }, "mcp: a request was refused"),
@@ -153,8 +154,11 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
     const { sdk, handler } = await serve();
     const ac = new AbortController();
+    const exchange: Partial<Exchange> = {};
+    // A client gone before its answer was sent aborts the exchange; not once its server instance was taken back for
+    // another (server-pool.ts), which an abort of this request would otherwise reach.
     reply.raw.on("close", () => {
-      if (!reply.raw.writableFinished) ac.abort();
+      if (!reply.raw.writableFinished && !exchange.ended) ac.abort();
     });
     const headers = new Headers();
     for (const [k, v] of Object.entries(req.headers)) {
@@ -192,15 +196,15 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       principal: p && p.kind !== "anonymous" ? { sub: p.sub, iss: p.iss, tenant_id: p.tenant_id, scopes: p.scopes } : undefined,
       digest: callerDigest(p && p.kind !== "anonymous" ? p : undefined),
       mayRun,
-      method: parsed && typeof (parsedBody as { method?: unknown } | null)?.method === "string" ? (parsedBody as { method: string }).method : undefined,
     };
+    exchange.caller = caller;
     if (!mayRun && req.method === "POST" && parsed && wantsToRun(parsedBody)) {
       throw new FabricError("permission_denied", "calling a tool starts a run, and the token lacks the scope runs:write", {
         headers: { "www-authenticate": `Bearer realm="nodefabric-run-gateway", error="insufficient_scope", scope="runs:write", resource_metadata="${resourceMetadataUrl()}"` },
         details: { required_scope: "runs:write" },
       });
     }
-    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: { caller } }, ...(parsed ? { parsedBody } : {}) });
+    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: exchange }, ...(parsed ? { parsedBody } : {}) });
     return sendWeb(reply, res);
   };
 
