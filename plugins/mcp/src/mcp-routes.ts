@@ -146,9 +146,22 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
     };
   });
 
-  const allowed = (extra: string[]) => {
-    const own = hostnameOf(gatewayUrl());
-    return [...LOOPBACK, ...(own ? [own] : []), ...extra];
+  // The names Host and Origin may give, worked out again only when the gateway's address changes (it is known once
+  // the gateway listens).
+  let names: { url: string; checkHost: boolean; hosts: string[]; origins: string[] } | undefined;
+  const allowedNames = () => {
+    const url = gatewayUrl();
+    if (names?.url !== url) {
+      const own = hostnameOf(url);
+      const base = [...LOOPBACK, ...(own ? [own] : [])];
+      names = {
+        url,
+        checkHost: settings.allowedHosts.length > 0 || (own !== undefined && LOOPBACK.has(own)),
+        hosts: [...base, ...settings.allowedHosts],
+        origins: [...base, ...settings.allowedOrigins],
+      };
+    }
+    return names;
   };
 
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
@@ -183,9 +196,8 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
 
     // DNS rebinding: the Host must be this gateway (checked when it is on loopback or hosts are configured), and a
     // browser's Origin one we know.
-    const own = hostnameOf(gatewayUrl());
-    const checkHost = settings.allowedHosts.length > 0 || (own !== undefined && LOOPBACK.has(own));
-    const refused = (checkHost ? sdk.hostHeaderValidationResponse(web, allowed(settings.allowedHosts)) : undefined) ?? (req.headers.origin ? sdk.originValidationResponse(web, allowed(settings.allowedOrigins)) : undefined);
+    const allowed = allowedNames();
+    const refused = (allowed.checkHost ? sdk.hostHeaderValidationResponse(web, allowed.hosts) : undefined) ?? (req.headers.origin ? sdk.originValidationResponse(web, allowed.origins) : undefined);
     if (refused) return sendWeb(reply, refused);
 
     const p = req.principal;
