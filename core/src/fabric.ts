@@ -18,6 +18,7 @@ import type { FabricDefinition } from "@nodefabric/sdk";
 import { buildRunCoordinator } from "./services/run-coordinator/index.js";
 import { COORDINATOR_API } from "./services/run-coordinator/coordinator-api.js";
 import { buildRunGateway } from "./services/run-gateway/index.js";
+import { RUN_GATEWAY_API } from "./services/run-gateway/gateway-api.js";
 import { ATOMIC_EXECUTOR_API, PDP_API, inProcessApi, type AtomicExecutorApi } from "./in-process.js";
 import { HttpExecutorCaller, LocalFirstExecutorCaller } from "./clients/executor-client.js";
 import { secretsFromEnv } from "@nodefabric/sdk/runtime";
@@ -147,6 +148,7 @@ export function pluginServiceContext(name: ServiceName, config: FabricConfig, lo
     processServices: [...processServices],
     observe: async () => (app ? observeService(app) : {}),
     serviceUrl: (n) => (local.find((s) => s.name === n)?.url ?? serviceUrl(config, n)).replace(/\/+$/, ""),
+    ...(name === "run-gateway" && app ? { runs: inProcessApi(app, RUN_GATEWAY_API) } : {}),
     auth: { mode, ...(issuer ? { issuer } : {}), ...(oidc ? { oidc: { ...oidc } } : {}) },
   };
 }

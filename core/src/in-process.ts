@@ -2,8 +2,8 @@
  * When services share one process they call each other directly, with the same payloads and without the socket.
  * A service exposes its API on its fastify instance here; the launcher hands it to the services that call it.
  * Each API is named by a typed kind (InProcessKind): the atomic executor's and the PDP's are here with their
- * interfaces, and the coordinator's (COORDINATOR_API) beside its class, so this file, on the lowest floor of core,
- * imports no service (docs/architecture.md, "Floors").
+ * interfaces, the coordinator's (COORDINATOR_API) beside its class and the gateway's (RUN_GATEWAY_API) beside its
+ * functions, so this file, on the lowest floor of core, imports no service (docs/architecture.md, "Floors").
  */
 import type { FastifyInstance } from "fastify";
 import type { AtomicExecuteRequest, AtomicExecuteResult, PolicyDecision, PolicyDecisionRequest } from "@nodefabric/schemas";

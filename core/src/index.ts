@@ -30,6 +30,7 @@ export { SCOPES, ROUTE_ACCESS, PUBLIC_ROUTES, audienceOf, outboundScopes, type S
 export { SignedServiceTokens, ClientCredentialsServiceTokens, readSigningKey, type ServiceTokens } from "./clients/service-tokens.js";
 export { AssignmentTokens, loadOrCreateAssignmentSecret, ASSIGNMENT_TYP } from "./engine/assignment-tokens.js";
 export { buildRunGateway } from "./services/run-gateway/index.js";
+export type { RunGatewayApi, GatewayCaller, GatewayAnswer } from "./services/run-gateway/gateway-api.js";
 export { definePlugin, isPlugin, pluginProblem, PLUGIN_BRAND, type PluginDefinition, type PluginInput, type PluginStores, type PluginService, type StoreFactory, type StoreOpenOptions, type CommandFactory, type CommandTools, type PluginServiceContext, type PluginLink } from "./plugin.js";
 export { loadPlugins, PluginLoadError, type LoadedPlugin, type LoadPluginsOptions } from "./plugin-loader.js";
 export { pluginsFor, pluginServiceContext } from "./fabric.js";

@@ -12,6 +12,7 @@ import type { RunStore } from "./store/run-store.js";
 import type { NodeTypeStore } from "./store/node-type-store.js";
 import type { CandidateSetStore } from "./store/candidate-set-store.js";
 import type { ObservedValues } from "./observe/observables.js";
+import type { RunGatewayApi } from "./services/run-gateway/gateway-api.js";
 
 /** Marks a value made by definePlugin (a global symbol, so two copies of core recognise each other's plugins). */
 export const PLUGIN_BRAND: unique symbol = Symbol.for("nodefabric.plugin") as never;
@@ -76,6 +77,12 @@ export interface PluginServiceContext {
    * uses it instead of forwarding the caller's token, which is meant for this service alone.
    */
   serviceToken?(target: ServiceName): Promise<string | undefined>;
+  /**
+   * On the run gateway: its POST /v1/runs as a function, for a route of the plugin that has authenticated its caller
+   * (`request.principal`) and starts runs for them. The same checks and answers as the route, without a second pass
+   * through HTTP (services/run-gateway/gateway-api.ts). Undefined on the other services.
+   */
+  runs?: RunGatewayApi;
   /** How callers authenticate (the `auth` configuration, without keys or secrets). */
   auth: {
     mode: AuthMode;

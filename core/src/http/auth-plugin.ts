@@ -236,16 +236,41 @@ export function installAuth(app: FastifyInstance, o: InboundAuthOptions & { serv
     const carried = req.headers[CALLER_HEADER];
     if (o.delegation && typeof carried === "string") {
       if (!principal.scopes.has("identity:delegate")) throw forbidden(`this token may not act for another caller (it lacks identity:delegate)`, realm, "identity:delegate");
-      if (!grants(principal.scopes, access.scope)) throw forbidden(`the token lacks the scope ${access.scope}`, realm, access.scope);
+      if (!grants(principal.scopes, access.scope)) throw lacksScope(access, realm);
       principal = decodeCaller(carried, principal.sub);
       if (principal.kind === "anonymous") {
         req.principal = principal;
         return;
       }
     }
-    if (!grants(principal.scopes, access.scope)) throw forbidden(`the token lacks the scope ${access.scope}`, realm, access.scope);
+    if (!grants(principal.scopes, access.scope)) throw lacksScope(access, realm);
     req.principal = principal;
   });
+}
+
+function lacksScope(access: RouteAccess, realm: string): FabricError {
+  return forbidden(`the token lacks the scope ${access.scope}`, realm, access.scope);
+}
+
+/**
+ * Checks a caller that another route of this service has already authenticated (a plugin's route, such as the MCP
+ * server's, that then calls a Run API operation in process) against the access of the operation, with the same
+ * answers the operation's own route would give: anonymous passes only where authentication is optional, an
+ * assignment token only where `access.assignment` allows it, and a token needs the operation's scope.
+ */
+export function assertAccess(principal: Principal | undefined, access: RouteAccess, service: ServiceName, mode: AuthMode): void {
+  if (mode === "disabled") return;
+  const realm = audienceOf(service);
+  if (principal === undefined) throw unauthenticated("no bearer token was sent (Authorization: Bearer <JWT>)", realm);
+  if (principal.kind === "anonymous") {
+    if (mode === "optional") return;
+    throw unauthenticated("no bearer token was sent (Authorization: Bearer <JWT>)", realm);
+  }
+  if (principal.kind === "assignment") {
+    if (!access.assignment) throw forbidden(`an assignment token may not call ${access.method} ${access.path}`, realm);
+    return;
+  }
+  if (!grants(principal.scopes, access.scope)) throw lacksScope(access, realm);
 }
 
 /** The same as a fastify plugin, for an instance of one's own (register it before adding routes). */

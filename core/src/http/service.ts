@@ -107,6 +107,21 @@ export function toErrorResponse(err: unknown): { status: number; headers: Record
   return { status, headers: {}, body: errorEnvelope(codeForStatus(status), e.message || "the request was refused") };
 }
 
+/** The 400 for a request body nested deeper than `maxDepth` (limits.max_json_depth). */
+export function jsonTooDeep(maxDepth: number): FabricError {
+  return new FabricError("invalid_request", `the request body nests objects and arrays deeper than ${maxDepth} levels`, {
+    details: { errors: [{ path: "/", location: "body", message: `nests objects and arrays deeper than ${maxDepth} levels` }], max_depth: maxDepth },
+  });
+}
+
+/**
+ * The error a route's schema check raises for a request part that breaks its schema (Ajv's errors), for a body a
+ * service validates without a route of its own: toErrorResponse answers it as it answers the route's.
+ */
+export function schemaViolation(errors: readonly unknown[], part: "body" | "querystring" | "params"): Error {
+  return Object.assign(new Error(`the ${part} is invalid`), { validation: [...errors], validationContext: part });
+}
+
 /** Sends an ErrorEnvelope for anything thrown. */
 export function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   const { status, headers, body } = toErrorResponse(err);
@@ -283,12 +298,7 @@ export function createService(options: ServiceOptions): FastifyInstance {
     }
     // Checked before parsing: nothing recursive may meet a body nested deeper than the limit.
     if (maxDepth > 0 && exceedsJsonDepth(text, maxDepth)) {
-      done(
-        new FabricError("invalid_request", `the request body nests objects and arrays deeper than ${maxDepth} levels`, {
-          details: { errors: [{ path: "/", location: "body", message: `nests objects and arrays deeper than ${maxDepth} levels` }], max_depth: maxDepth },
-        }),
-        undefined,
-      );
+      done(jsonTooDeep(maxDepth), undefined);
       return;
     }
     parseJson(req, text, done);

@@ -74,3 +74,29 @@ export function exceedsJsonDepth(text: string, maxDepth: number): boolean {
   }
   return false;
 }
+
+/**
+ * What the strict JSON parser of every service (createService) would refuse in a body that reached a service as a
+ * value rather than as text (a plugin's route handing a Run API operation its request in process): nesting deeper
+ * than `maxDepth` (counted as exceedsJsonDepth counts), or a `__proto__` key or a `constructor` object with a
+ * `prototype` key (what secure-json-parse refuses). Undefined when neither; one walk, without recursion.
+ */
+export function jsonValueProblem(value: unknown, maxDepth: number): "too_deep" | "prototype" | undefined {
+  if (value === null || typeof value !== "object") return undefined;
+  const stack: [object, number][] = [[value, 1]];
+  const own = Object.prototype.hasOwnProperty;
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (maxDepth > 0 && depth > maxDepth) return "too_deep";
+    if (own.call(node, "__proto__")) return "prototype";
+    if (own.call(node, "constructor")) {
+      const ctor = (node as { constructor?: unknown }).constructor;
+      if (ctor !== null && typeof ctor === "object" && own.call(ctor, "prototype")) return "prototype";
+    }
+    for (const key in node) {
+      const child = (node as Record<string, unknown>)[key];
+      if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
+    }
+  }
+  return undefined;
+}

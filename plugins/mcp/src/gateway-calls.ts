@@ -1,14 +1,25 @@
 /**
- * The Run API as the MCP server uses it: every call goes through the gateway's own routes (fastify's `inject`), with
- * the MCP caller's own headers. Authentication, scopes, tenants, validation, the PDP, budgets and approvals therefore
- * apply exactly as they do to `POST /v1/runs`; the plugin never reaches into the engine or the stores, and a call on
- * /mcp can do nothing its token could not do through the Run API.
+ * The Run API as the MCP server uses it, always with the MCP caller's own identity. A run starts through the
+ * gateway's POST /v1/runs as a function (PluginServiceContext.runs), which makes the route's checks with the caller
+ * the /mcp route authenticated and answers what the route answers, without a second pass through HTTP; the other
+ * calls go through the gateway's own routes (fastify's `inject`) with the caller's headers. Authentication, scopes,
+ * tenants, validation, the PDP, budgets and approvals therefore apply exactly as they do to the Run API; the plugin
+ * never reaches into the engine or the stores, and a call on /mcp can do nothing its token could not do through the
+ * Run API.
  */
 import type { FastifyInstance } from "fastify";
+import type { Principal, RunGatewayApi } from "@nodefabric/core";
 import type { Run, RunEvent, RunStartRequest } from "@nodefabric/schemas";
 
 /** The headers that carry a caller's identity and trace to the gateway's routes. */
 export type CallerHeaders = Record<string, string>;
+
+/** Who calls, for the gateway: the headers passed on, and the principal the /mcp route's authentication verified. */
+export interface GatewayCaller {
+  headers: CallerHeaders;
+  /** `request.principal` of the /mcp request (undefined when authentication is disabled). */
+  verified?: Principal;
+}
 
 /** What the gateway answered: its status and parsed body (an ErrorEnvelope when not 2xx). */
 export interface GatewayAnswer<T> {
@@ -36,7 +47,8 @@ export function callerHeaders(headers: Record<string, string | string[] | undefi
 const seg = encodeURIComponent;
 
 export class GatewayCalls {
-  constructor(private readonly app: FastifyInstance) {}
+  /** `runs`: the gateway's POST /v1/runs in process (without it, as for a core that has none, runs start by inject). */
+  constructor(private readonly app: FastifyInstance, private readonly runs?: RunGatewayApi) {}
 
   private async call<T>(method: "GET" | "POST", url: string, caller: CallerHeaders, body?: unknown, extra: Record<string, string> = {}): Promise<GatewayAnswer<T>> {
     const res = await this.app.inject({
@@ -57,8 +69,10 @@ export class GatewayCalls {
   }
 
   /** POST /v1/runs, held for up to `waitSeconds` (Prefer: wait) for the run's end. */
-  startRun(request: RunStartRequest, caller: CallerHeaders, waitSeconds: number): Promise<GatewayAnswer<Run & ErrorBody>> {
-    return this.call("POST", "/v1/runs", caller, request, waitSeconds > 0 ? { prefer: `wait=${waitSeconds}` } : {});
+  async startRun(request: RunStartRequest, caller: GatewayCaller, waitSeconds: number): Promise<GatewayAnswer<Run & ErrorBody>> {
+    if (!this.runs) return this.call("POST", "/v1/runs", caller.headers, request, waitSeconds > 0 ? { prefer: `wait=${waitSeconds}` } : {});
+    const answer = await this.runs.startRun(request, { principal: caller.verified, headers: caller.headers }, waitSeconds > 0 ? waitSeconds : undefined);
+    return answer as GatewayAnswer<Run & ErrorBody>;
   }
 
   getRun(runId: string, caller: CallerHeaders): Promise<GatewayAnswer<Run & ErrorBody>> {

@@ -9,6 +9,7 @@ import { FabricError, type PluginServiceContext } from "@nodefabric/core";
 import type * as Sdk from "@modelcontextprotocol/server";
 import { GatewayCalls, callerHeaders } from "./gateway-calls.js";
 import type { CallerInfo } from "./caller-info.js";
+import type { Exchange } from "./server-pool.js";
 import type { ServerDeps } from "./server-deps.js";
 import { mcpSettings, type McpSettings } from "./settings.js";
 import { callerDigest } from "./tools.js";
@@ -54,7 +55,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
   const metadataPath = `/.well-known/oauth-protected-resource${path}`;
   const authOn = fabric.auth.mode !== "disabled";
   const gatewayUrl = () => fabric.serviceUrl("run-gateway");
-  const calls = new GatewayCalls(app);
+  const calls = new GatewayCalls(app, fabric.runs);
 
   let served: Promise<Served> | undefined;
   let poll: NodeJS.Timeout | undefined;
@@ -64,7 +65,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       // fast as one without this plugin.
       const sdk = await import("@modelcontextprotocol/server");
       const { AjvJsonSchemaValidator } = await import("@modelcontextprotocol/server/validators/ajv");
-      const { serverFactory } = await import("./mcp-server.js");
+      const { serverFactory, serverPool } = await import("./mcp-server.js");
       const { runTasks } = await import("./tasks.js");
       const { selectionSearch } = await import("./search.js");
       const { Catalogue } = await import("./catalogue.js");
@@ -101,7 +102,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       }
       deps.tasks = runTasks(deps);
       deps.search = selectionSearch(deps, fabric);
-      handler = sdk.createMcpHandler(serverFactory(deps), {
+      handler = sdk.createMcpHandler(serverFactory(serverPool(deps)), {
         legacy: "stateless",
         bus,
         onerror: (err) => app.log.debug({ err }, "mcp: a request was refused"),
@@ -145,16 +146,32 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
     };
   });
 
-  const allowed = (extra: string[]) => {
-    const own = hostnameOf(gatewayUrl());
-    return [...LOOPBACK, ...(own ? [own] : []), ...extra];
+  // The names Host and Origin may give, worked out again only when the gateway's address changes (it is known once
+  // the gateway listens).
+  let names: { url: string; checkHost: boolean; hosts: string[]; origins: string[] } | undefined;
+  const allowedNames = () => {
+    const url = gatewayUrl();
+    if (names?.url !== url) {
+      const own = hostnameOf(url);
+      const base = [...LOOPBACK, ...(own ? [own] : [])];
+      names = {
+        url,
+        checkHost: settings.allowedHosts.length > 0 || (own !== undefined && LOOPBACK.has(own)),
+        hosts: [...base, ...settings.allowedHosts],
+        origins: [...base, ...settings.allowedOrigins],
+      };
+    }
+    return names;
   };
 
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
     const { sdk, handler } = await serve();
     const ac = new AbortController();
+    const exchange: Partial<Exchange> = {};
+    // A client gone before its answer was sent aborts the exchange; not once its server instance was taken back for
+    // another (server-pool.ts), which an abort of this request would otherwise reach.
     reply.raw.on("close", () => {
-      if (!reply.raw.writableFinished) ac.abort();
+      if (!reply.raw.writableFinished && !exchange.ended) ac.abort();
     });
     const headers = new Headers();
     for (const [k, v] of Object.entries(req.headers)) {
@@ -179,27 +196,27 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
 
     // DNS rebinding: the Host must be this gateway (checked when it is on loopback or hosts are configured), and a
     // browser's Origin one we know.
-    const own = hostnameOf(gatewayUrl());
-    const checkHost = settings.allowedHosts.length > 0 || (own !== undefined && LOOPBACK.has(own));
-    const refused = (checkHost ? sdk.hostHeaderValidationResponse(web, allowed(settings.allowedHosts)) : undefined) ?? (req.headers.origin ? sdk.originValidationResponse(web, allowed(settings.allowedOrigins)) : undefined);
+    const allowed = allowedNames();
+    const refused = (allowed.checkHost ? sdk.hostHeaderValidationResponse(web, allowed.hosts) : undefined) ?? (req.headers.origin ? sdk.originValidationResponse(web, allowed.origins) : undefined);
     if (refused) return sendWeb(reply, refused);
 
     const p = req.principal;
     const mayRun = !authOn || p === undefined || p.kind === "anonymous" || p.scopes.has("runs:write");
     const caller: CallerInfo = {
       headers: callerHeaders(req.headers),
+      verified: p,
       principal: p && p.kind !== "anonymous" ? { sub: p.sub, iss: p.iss, tenant_id: p.tenant_id, scopes: p.scopes } : undefined,
       digest: callerDigest(p && p.kind !== "anonymous" ? p : undefined),
       mayRun,
-      method: parsed && typeof (parsedBody as { method?: unknown } | null)?.method === "string" ? (parsedBody as { method: string }).method : undefined,
     };
+    exchange.caller = caller;
     if (!mayRun && req.method === "POST" && parsed && wantsToRun(parsedBody)) {
       throw new FabricError("permission_denied", "calling a tool starts a run, and the token lacks the scope runs:write", {
         headers: { "www-authenticate": `Bearer realm="nodefabric-run-gateway", error="insufficient_scope", scope="runs:write", resource_metadata="${resourceMetadataUrl()}"` },
         details: { required_scope: "runs:write" },
       });
     }
-    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: { caller } }, ...(parsed ? { parsedBody } : {}) });
+    const res = await handler.fetch(web, { authInfo: { token: "", clientId: caller.principal?.sub ?? "anonymous", scopes: [...(p?.scopes ?? [])], extra: exchange }, ...(parsed ? { parsedBody } : {}) });
     return sendWeb(reply, res);
   };
 

@@ -20,6 +20,7 @@ import type { ServerDeps, TaskRequest, TaskSupport } from "./server-deps.js";
 import { validatorOf } from "./validators.js";
 import { CALLER_LABEL, TOOL_LABEL, runLabels, followToEnd, newRunId, resultOfRefusal, resultOfRun, type ToolResult } from "./tools.js";
 import { TERMINAL } from "./gateway-calls.js";
+import { exchangeOf } from "./server-pool.js";
 
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 export const RELATED_TASK = "io.modelcontextprotocol/related-task";
@@ -119,7 +120,7 @@ export function runTasks(deps: ServerDeps): TaskSupport {
           input: args,
           metadata: { labels: runLabels(t, caller.digest) },
         },
-        caller.headers,
+        caller,
         wait,
       );
       if (started.status >= 300) return resultOfRefusal(started);
@@ -137,8 +138,8 @@ const TaskIdParams = z.looseObject({ taskId: z.string() });
 const ListParams = z.looseObject({ cursor: z.string().optional() }).optional();
 const UpdateParams = z.looseObject({ taskId: z.string(), inputResponses: z.record(z.string(), z.unknown()).optional() });
 
-/** Registers the task methods of the instance's era. */
-export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: CallerInfo, era: "legacy" | "modern"): void {
+/** Registers the task methods of the instance's era; each reads its caller from its request (server-pool.ts). */
+export function taskHandlers(server: Sdk.Server, deps: ServerDeps, era: "legacy" | "modern"): void {
   const { sdk } = deps;
   const taskEra: TaskRequest["era"] = era === "modern" ? "2026" : "2025-11-25";
   // On 2026-07-28 the task methods belong to the extension: a request that does not declare it gets -32021, naming it.
@@ -148,7 +149,7 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
     if (isObject(env?.["io.modelcontextprotocol/clientCapabilities"]?.extensions?.[TASKS_EXTENSION])) return;
     throw new sdk.ProtocolError(sdk.ProtocolErrorCode.MissingRequiredClientCapability, "Missing required client capability", { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
   };
-  const find = async (taskId: string) => {
+  const find = async (caller: CallerInfo, taskId: string) => {
     const run = await runOfTask(deps, caller, taskId);
     if (!run) throw notFound(sdk, taskId);
     return run;
@@ -156,13 +157,15 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
 
   server.setRequestHandler("tasks/get", { params: TaskIdParams }, async (p, ctx) => {
     declared(ctx);
-    const run = await find(p.taskId);
+    const { caller } = exchangeOf(ctx);
+    const run = await find(caller, p.taskId);
     return (await viewOf(deps, caller, run, taskEra)) as never;
   });
 
   server.setRequestHandler("tasks/cancel", { params: TaskIdParams }, async (p, ctx) => {
     declared(ctx);
-    const run = await find(p.taskId);
+    const { caller } = exchangeOf(ctx);
+    const run = await find(caller, p.taskId);
     if (TERMINAL.has(run.state)) {
       if (taskEra === "2025-11-25") throw new sdk.ProtocolError(sdk.ProtocolErrorCode.InvalidParams, `Task ${p.taskId} has already ended (${run.state}) and cannot be cancelled`);
       // 2026: cancelling an ended task is acknowledged, and changes nothing.
@@ -171,7 +174,7 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
     await deps.calls.cancelRun(run.run_id, caller.headers);
     // 2025-11-25 answers the task; the 2026 extension an empty acknowledgement (tasks/get shows the outcome).
     if (taskEra === "2026") return {} as never;
-    const after = await find(p.taskId);
+    const after = await find(caller, p.taskId);
     return (await viewOf(deps, caller, after, taskEra)) as never;
   });
 
@@ -179,14 +182,15 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
     // An approval is never the client's to give, so no task of ours asks for input: updates are acknowledged.
     server.setRequestHandler("tasks/update", { params: UpdateParams }, async (p, ctx) => {
       declared(ctx);
-      await find(p.taskId);
+      await find(exchangeOf(ctx).caller, p.taskId);
       return {} as never;
     });
     return;
   }
 
   server.setRequestHandler("tasks/result", { params: TaskIdParams }, async (p, ctx) => {
-    const run = await find(p.taskId);
+    const { caller } = exchangeOf(ctx);
+    const run = await find(caller, p.taskId);
     let ended: Run = run;
     if (!TERMINAL.has(run.state)) {
       const res = await followToEnd(deps.calls, run.run_id, caller.headers, ctx.mcpReq.signal);
@@ -198,7 +202,8 @@ export function taskHandlers(server: Sdk.Server, deps: ServerDeps, caller: Calle
     return { ...result, _meta: { ...result._meta, [RELATED_TASK]: { taskId: run.run_id } } } as never;
   });
 
-  server.setRequestHandler("tasks/list", { params: ListParams as never }, async (p: { cursor?: string } | undefined) => {
+  server.setRequestHandler("tasks/list", { params: ListParams as never }, async (p: { cursor?: string } | undefined, ctx: Sdk.ServerContext) => {
+    const { caller } = exchangeOf(ctx);
     const query: Record<string, string> = { limit: "100" };
     if (p?.cursor) query.page_token = p.cursor;
     const res = await deps.calls.listRuns(query, caller.headers);

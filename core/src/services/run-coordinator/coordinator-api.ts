@@ -4,6 +4,7 @@
  */
 import type { Approval, NodeRun, Run, RunStartRequest } from "@nodefabric/schemas";
 import type { FastifyRequest } from "fastify";
+import type { Principal } from "../../http/auth-plugin.js";
 import type { Caller, RunEngine } from "../../engine/run-engine.js";
 import type { RunStore } from "../../store/run-store.js";
 import { approvalDocument, approvalStoreQuery, nextApprovalsToken, nextRunsToken, runStoreQuery, type ApprovalsQuery, type RunsQuery } from "./listings.js";
@@ -18,7 +19,11 @@ import { inProcessKind } from "../../in-process.js";
  * the one NodeRun of an assignment token).
  */
 export function callerOf(req: FastifyRequest): Caller {
-  const p = req.principal;
+  return callerOfPrincipal(req.principal);
+}
+
+/** The same, for a principal a route has already verified (undefined: authentication is disabled). */
+export function callerOfPrincipal(p: Principal | undefined): Caller {
   if (!p) return {};
   if (p.kind === "anonymous") return { tenant_id: null };
   if (p.assignment) return { assignment: p.assignment };

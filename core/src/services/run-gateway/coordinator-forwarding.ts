@@ -19,14 +19,24 @@ const RELAYED_RESPONSE_HEADERS = ["preference-applied", "x-next-page-token", "re
  * The headers of an incoming request that the coordinator must see (identity and tracing), plus `extra`; without
  * `withAuthorization` the client's own Authorization header stays behind.
  */
-export function forwardedHeaders(req: FastifyRequest, extra: Record<string, string | undefined> = {}, withAuthorization = true): Record<string, string> {
+export function forwardedHeaders(req: Pick<FastifyRequest, "headers"> | { headers: Record<string, string | undefined> }, extra: Record<string, string | undefined> = {}, withAuthorization = true): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of FORWARDED_REQUEST_HEADERS) {
     if (name === "authorization" && !withAuthorization) continue;
-    const v = req.headers[name];
+    const v = (req.headers as Record<string, string | string[] | undefined>)[name];
     if (typeof v === "string" && v !== "") out[name] = v;
   }
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) out[k] = v;
+  return out;
+}
+
+/** The response headers of an upstream answer that travel back to the client. */
+export function relayedHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const name of RELAYED_RESPONSE_HEADERS) {
+    const v = headers[name];
+    if (typeof v === "string" || Array.isArray(v)) out[name] = v;
+  }
   return out;
 }
 
@@ -40,7 +50,8 @@ export function relayHeaders(reply: FastifyReply, headers: Record<string, string
 
 let envelopeCheck: ((value: unknown) => boolean) | undefined;
 
-function isErrorEnvelope(value: unknown): boolean {
+/** Whether an upstream's non-2xx body is a valid ErrorEnvelope (relayed as it came) rather than something else. */
+export function isErrorEnvelope(value: unknown): boolean {
   envelopeCheck ??= sharedAjv().getSchema(schemaId("error_envelope")) as (value: unknown) => boolean;
   return envelopeCheck(value);
 }

@@ -17,6 +17,9 @@ import { coordinatorCheck } from "./coordinator-health.js";
 import { CoordinatorPool } from "./coordinator-pool.js";
 import { exposeObservables } from "../../observe/observables.js";
 import { REGISTRY_URL_EXTENSION } from "../../clients/gateway-client.js";
+import { exposeInProcess } from "../../in-process.js";
+import { resolveLimits } from "../../http/edge.js";
+import { RUN_GATEWAY_API, runGatewayApi, type GatewayCaller } from "./gateway-api.js";
 
 export interface RunGatewayOptions extends ServiceSecurityOptions {
   logger?: boolean | Record<string, unknown>;
@@ -90,13 +93,28 @@ export async function buildRunGateway(options: RunGatewayOptions): Promise<Fasti
   // without them the client's Authorization header is forwarded as it came.
   const tokens = options.tokens;
   /** Headers of a forwarded request: identity (the gateway's token and its verified caller) and tracing. */
-  const forwardedHeaders = async (req: FastifyRequest, extra: Record<string, string | undefined> = {}): Promise<Record<string, string>> => {
+  const forwardedHeaders = async (req: Pick<FastifyRequest, "headers" | "principal"> | GatewayCaller, extra: Record<string, string | undefined> = {}): Promise<Record<string, string>> => {
     if (!tokens) return clientHeaders(req, extra);
     const h = clientHeaders(req, extra, false);
     h.authorization = `Bearer ${await tokens.token("run-coordinator")}`;
     if (req.principal) h[CALLER_HEADER] = encodeCaller(req.principal);
     return h;
   };
+
+  // POST /v1/runs as a function, for a plugin's route that authenticated its caller itself (the MCP server).
+  exposeInProcess(
+    app,
+    RUN_GATEWAY_API,
+    runGatewayApi({
+      local,
+      coordinator,
+      authMode: options.auth?.mode ?? "disabled",
+      maxJsonDepth: resolveLimits(options.limits).maxJsonDepth,
+      requestTimeoutMs,
+      forwardedHeaders,
+      log: app.log,
+    }),
+  );
 
   app.post("/v1/runs", { schema: { body: ref("run_start_request") } }, async (req, reply) => {
     const prefer = req.headers.prefer;
