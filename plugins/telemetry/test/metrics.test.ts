@@ -236,9 +236,10 @@ describe("what the process holds in memory", () => {
       expect(r.body.state).toBe("completed");
     }
     const after = await scrapeText(metrics);
-    // Each execution's result is remembered (for a repeated delivery), its text counted in bytes; each ended run is kept.
-    expect(sample(after, `nodefabric_cache_entries{cache="executor.result_cache"}`)).toBeGreaterThanOrEqual(results0 + runs);
-    expect(sample(after, `nodefabric_cache_bytes{cache="executor.result_cache"}`)).toBeGreaterThanOrEqual(resultBytes0 + runs * 1000);
+    // An in-process executor's result is dropped once the coordinator has recorded it (no repeated delivery can come
+    // for it), so these runs leave none in the result cache; each ended run is kept.
+    expect(sample(after, `nodefabric_cache_entries{cache="executor.result_cache"}`)).toBeLessThanOrEqual(results0);
+    expect(sample(after, `nodefabric_cache_bytes{cache="executor.result_cache"}`)).toBeLessThanOrEqual(resultBytes0);
     expect(sample(after, `nodefabric_cache_entries{cache="store.ended_runs"}`)).toBeGreaterThanOrEqual(Math.min(ended0 + runs, 1024));
     // What lives only while a run does is gone once it ended: nothing of these runs stays in the engine's maps (other
     // fabrics of this test process may hold some of their own: compared with before).
