@@ -27,11 +27,24 @@ const steps = defineAtomic({
     }
     for (let i = 1; i <= inputs.steps; i++) {
       ctx.reportProgress(i, inputs.steps, `step ${i} of ${inputs.steps}`);
+      // Spaced past the throttle, and on until the report is in the run: a report still on its way when the handler
+      // returns is dropped as late (best effort), which a loaded machine made happen to the last one.
       await sleep(300);
+      await reached(ctx.run_id, i);
     }
     return { done: inputs.steps };
   },
 });
+
+/** Waits until the run holds `count` progress events (or 20 s, after which the test's assertions say what is missing). */
+async function reached(runId: string, count: number): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (Date.now() < end) {
+    const events = await fabric.events(runId);
+    if (events.filter((e) => e.type === "node_run_progress").length >= count) return;
+    await sleep(50);
+  }
+}
 
 const badArgs = defineAtomic({
   nodeType: {
@@ -47,8 +60,9 @@ const badArgs = defineAtomic({
   },
 });
 
+let fabric: FabricFixture;
+
 describe("node_run_progress events", () => {
-  let fabric: FabricFixture;
   beforeAll(async () => {
     fabric = await fabricFixture({ definitions: [steps, badArgs] });
   }, 60_000);
