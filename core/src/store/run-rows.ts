@@ -7,45 +7,13 @@
 import type { RunEvent } from "@nodefabric/schemas";
 import type { ApprovalRecord, NewRunEvent, NodeRunRecord, RunRecord } from "./run-store.js";
 
-/** A row of `runs`. */
-export interface RunRow<Doc> {
-  run_id: string;
-  tenant_id: string | null;
-  state: RunRecord["state"];
-  doc: Doc;
-  request_hash: string;
-  deadline_at: number | null;
-  created_at: number;
-}
-
-/** A row of `node_runs`. */
-export interface NodeRunRow<Doc> {
-  node_run_id: string;
-  run_id: string;
-  parent_node_run_id: string | null;
-  state: NodeRunRecord["state"];
-  doc: Doc;
-  attempt: number;
-  available_at: number;
-  lease_owner: string | null;
-  lease_expires_at: number | null;
-  approval_id: string | null;
-  idempotency_key: string | null;
-  spec_hash: string | null;
-  depth: number;
-  created_at: number;
-}
-
-/** A row of `approvals`. */
-export interface ApprovalRow<Doc> {
-  approval_id: string;
-  run_id: string;
-  node_run_id: string;
-  state: ApprovalRecord["state"];
-  doc: Doc;
-  created_at: number;
-  resolved_at: number | null;
-}
+/**
+ * A row of each table: its record's columns as they are, and the record's document (`run`, `node_run`, an approval's
+ * `decision`) as `doc`, so the two cannot drift apart.
+ */
+export type RunRow<Doc> = Omit<RunRecord, "run"> & { doc: Doc };
+export type NodeRunRow<Doc> = Omit<NodeRunRecord, "node_run"> & { doc: Doc };
+export type ApprovalRow<Doc> = Omit<ApprovalRecord, "decision"> & { doc: Doc };
 
 /** The mappers from rows to records of a store whose rows hold documents as `Doc`; `read` makes a document a value. */
 export interface RowMappers<Doc> {
