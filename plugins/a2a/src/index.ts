@@ -1,0 +1,2 @@
+// placeholder: filled in by issue 35
+export {};
