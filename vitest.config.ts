@@ -12,8 +12,9 @@ const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
  * - `unit-isolated` (`npm test` too): the files that change what the whole process shares (undici's global dispatcher,
  *   nock, OpenTelemetry's globals, process.env, the working folder, module mocks), each in a fresh module graph.
  * - `e2e` (`npm run test:e2e`): what installs from a registry, runs `npm install`, drives a browser, builds another
- *   checkout, or runs a third-party tool on a fetched Node: test/e2e/**. (test/cli/** runs the built `fabric` command
- *   as a user does, in processes, with nothing to install: it is in `unit`.)
+ *   checkout, or runs a third-party tool on a fetched Node (test/e2e/**), and what runs the built `fabric` command in
+ *   child processes as a user does (test/cli/**, and the PostgreSQL plugin's CLI file): processes that start, get
+ *   killed and restart take most of a loaded machine's minutes, so the loop before a commit leaves them to this suite.
  * - `runtime`: the files whose behaviour depends on the Node version (SQLite drivers, packaging, installs) and one
  *   end-to-end run of each service; .ci/run runs them on the second Node version (see .ci/run).
  */
@@ -26,7 +27,7 @@ const UNIT = [
   "templates/*/test/**/*.test.ts",
   "importers/*/test/**/*.test.ts",
 ];
-const E2E = ["test/e2e/**/*.test.ts"];
+const E2E = ["test/e2e/**/*.test.ts", "test/cli/**/*.test.ts", "plugins/postgres/test/cli.test.ts"];
 
 /** Files that change process-wide state another file in the same worker would see. */
 export const ISOLATED = [
