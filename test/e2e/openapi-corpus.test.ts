@@ -33,7 +33,7 @@ beforeAll(async () => {
     made.push({ name, file: entry.file, operations: entry.operations, rendered });
   }
   linked = linkGeneratedPackages(made.map((m) => ({ name: m.name, files: m.rendered.files })));
-}, 600_000);
+}, 1_200_000); // links and installs a package per document: minutes on a loaded 2-core machine; the bound is for a hang
 
 afterAll(() => linked?.remove());
 

@@ -151,7 +151,7 @@ describe("README.md: the blocks with no note, run as a new contributor runs them
     if (!(await portsFree(Object.values(readmeUrls)))) {
       throw new Error(`a port of ${Object.values(readmeUrls).join(", ")} is in use: the README's fabric needs them all (stop what listens there)`);
     }
-  }, 60_000);
+  }, 300_000); // copies the tree and packs a prebuild: a bound for a hang, not a measure of speed
 
   afterAll(async () => {
     await stopFabric().catch(() => undefined);
