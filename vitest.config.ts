@@ -45,6 +45,7 @@ export const ISOLATED = [
   "handlers/llm/test/chat.test.ts",
   "handlers/llm/test/planner.test.ts",
   "handlers/llm/test/planner-policy.test.ts",
+  "handlers/llm/test/agent.test.ts",
   "handlers/llm/test/scripted.test.ts",
   "plugins/telemetry/test/**/*.test.ts",
   "sdk/test/**/*.test.ts",

@@ -1,5 +1,5 @@
 /**
- * The failure codes `llm.chat` and `llm.planner` raise besides the SDK's (sdk/failure-codes.ts: `budget_exceeded`,
+ * The failure codes `llm.chat`, `llm.planner` and `llm.agent` raise besides the SDK's (sdk/failure-codes.ts: `budget_exceeded`,
  * `upstream_unavailable`, `invalid_configuration`, `no_candidate`, …); docs/errors.md lists them all.
  */
 import { defineFailureCodes, failWith } from "@nodefabric/sdk";
@@ -55,6 +55,11 @@ export const LLM_FAILURE_CODES = defineFailureCodes({
     retryable: false,
     raisedBy: "llm.planner",
   },
+  agent_invalid_output: {
+    meaning: "The agent's final answer did not match its output_schema, even when asked once more under the schema (`details.errors`).",
+    retryable: false,
+    raisedBy: "llm.agent",
+  },
   dependency_failed: {
     meaning: "In the planner's results: a subtask was not run because a subtask it needs did not complete.",
     retryable: false,
@@ -62,5 +67,5 @@ export const LLM_FAILURE_CODES = defineFailureCodes({
   },
 });
 
-/** The HandlerError of a failure of `llm.chat` or `llm.planner` (a code of its block or the SDK's). */
+/** The HandlerError of a failure of `llm.chat`, `llm.planner` or `llm.agent` (a code of its block or the SDK's). */
 export const fail = failWith(LLM_FAILURE_CODES);
