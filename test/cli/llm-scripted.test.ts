@@ -3,7 +3,8 @@
  * with the scripted LLM profile as the default and a real endpoint profile beside it (the scripted OpenAI-compatible
  * stand-in on loopback), debug logs, and traces exported to a real OTLP receiver:
  * - what a new user tries first, with no model: `fabric run llm.planner --input '{"goal":…}'` (the README's command)
- *   completes with the planner's demo plan over the demo node types;
+ *   completes with the planner's demo plan over the demo node types, and `fabric run llm.agent` with the README's goal
+ *   calls demo.echo once and answers;
  * - the API key reaches the model on every call, and appears in no run document, NodeRun, event, log line or span.
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
@@ -77,6 +78,19 @@ describe("the scripted LLM profile, as a new user tries it", () => {
     expect(out.planner_summary).toMatch(/^The scripted plan ran/);
     expect(out.child_node_runs.map((c: Json) => c.node_type_ref.node_type_id)).toEqual(["demo.echo", "demo.sleep", "demo.echo"]);
     expect(lines.filter((e) => e.type === "node_run_created").length).toBeGreaterThanOrEqual(11);
+  }, 60_000);
+
+  it("fabric run llm.agent --input '{\"goal\":…,\"tools\":[\"demo.echo\"]}' calls the tool once and answers, with no model", async () => {
+    // The README's command, as written there.
+    const r = await runFabric(["run", "llm.agent", "--input", '{"goal":"Greet the team with the echo tool","tools":["demo.echo"]}', "--gateway", fabric!.urls["run-gateway"], "--registry", fabric!.urls["node-registry"]], { cwd: repo });
+    expect(r.code, r.stderr + r.stdout).toBe(0);
+    const lines: Json[] = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const run = lines.at(-1).run;
+    expect(run.state).toBe("completed");
+    const out = run.extensions["nodefabric.outputs"];
+    expect(out).toMatchObject({ ended_by: "final", usage: { model_calls: 2, tool_calls: 1 } });
+    expect(out.answer).toMatch(/^I greeted the team/);
+    expect(out.steps[0].tool_calls[0]).toMatchObject({ name: "demo_echo", state: "completed", outputs: { echo: { greeting: "Hello, team!" } } });
   }, 60_000);
 });
 

@@ -54,15 +54,27 @@ export interface StandInUsage {
   total_tokens: number;
 }
 
-/** An answer chosen by what the request asks: its schema's name, or a text in its last user message. */
-export interface StandInFixture {
+/**
+ * An answer chosen by what the request asks: its schema's name, a text in its last user message, or how many turns a
+ * tool-calling loop took before it.
+ */
+export type StandInFixture = {
   /** Matches a request whose `response_format.json_schema.name` (or single tool's name) is this. */
   schema_name?: string;
   /** Matches a request whose last user message contains this text. */
   contains?: string;
-  /** The answer: text, or a value sent as JSON. */
-  content: string | Json;
-}
+  /** Matches a request with this many assistant messages: the turns of a tool-calling loop before it (0: its first). */
+  turn?: number;
+} & (
+  | {
+      /** The answer: text, or a value sent as JSON. */
+      content: string | Json;
+    }
+  | {
+      /** The answer: these tool calls (arguments as a value, sent as JSON, or as text). */
+      tool_calls: Array<{ name: string; arguments: Json | string }>;
+    }
+);
 
 export interface LlmStandInOptions {
   steps?: StandInStep[];
@@ -248,7 +260,8 @@ export function scriptedCompletion(body: ChatRequestBody, options: Pick<LlmStand
   for (const f of options.fixtures ?? []) {
     if (f.schema_name !== undefined && f.schema_name !== wanted?.name) continue;
     if (f.contains !== undefined && !text.includes(f.contains)) continue;
-    return answerStep(body, { content: f.content }, model);
+    if (f.turn !== undefined && (body.messages ?? []).filter((m) => m.role === "assistant").length !== f.turn) continue;
+    return answerStep(body, "tool_calls" in f ? { tool_calls: f.tool_calls } : { content: f.content }, model);
   }
   if (wanted?.schema) return answerStep(body, { content: sampleForSchema(wanted.schema) }, model);
   if (body.response_format?.type === "json_object") return answerStep(body, { content: {} }, model);
