@@ -96,4 +96,16 @@ describe("scriptedCompletion and sampleForSchema", () => {
     expect(sampleForSchema({ type: "array", items: { type: "integer", minimum: 3 }, minItems: 2 })).toEqual([3, 3]);
     expect(sampleForSchema({ anyOf: [{ type: "null" }, { type: "boolean" }] })).toBe(false);
   });
+
+  it("answers a tool-calling loop from fixtures: tool calls on its first turn, text on the next", () => {
+    const fixtures = [
+      { contains: "Oslo", turn: 0, tool_calls: [{ name: "get_weather", arguments: { city: "Oslo" } }] },
+      { contains: "Oslo", turn: 1, content: "It is mild in Oslo." },
+    ];
+    const first = scriptedCompletion(ASK as never, { fixtures }).body as Json;
+    expect(first.choices[0]).toMatchObject({ finish_reason: "tool_calls", message: { tool_calls: [{ id: "call_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }] } });
+    const messages = [...ASK.messages, { role: "assistant", content: null, tool_calls: first.choices[0].message.tool_calls }, { role: "tool", tool_call_id: "call_0", content: "{}" }];
+    const second = scriptedCompletion({ ...ASK, messages } as never, { fixtures }).body as Json;
+    expect(second.choices[0]).toMatchObject({ finish_reason: "stop", message: { content: "It is mild in Oslo." } });
+  });
 });
