@@ -124,6 +124,7 @@ export const EXPECTED: Array<[string, RegExp]> = [
   ["npx fabric node-types publish", /published examples\.plan-greet/],
   ["npx fabric node-types import --from-openapi", /published \d+ node types? of /],
   ["npx fabric run llm.planner", /"type":"run_completed".*"state":"completed"/s],
+  ["npx fabric run llm.agent", /"ended_by":"final"/],
 ];
 
 /** Each service's URL in the README's table (`| Run Gateway | http://127.0.0.1:8080 | … |`), by service name. */

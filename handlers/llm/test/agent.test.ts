@@ -313,5 +313,12 @@ describe("llm.agent", () => {
     expect(out.usage.total_tokens).toBeLessThanOrEqual(1500);
     expect(llm.calls.length).toBe(out.usage.model_calls);
     expect(llm.calls.length).toBeGreaterThanOrEqual(1);
+
+    // The run's own budgets are the coordinator's: past max_external_calls the whole run fails, as any run does.
+    llm.calls.length = 0;
+    const byCalls = await start({ goal: "loop", tools: ["test.weather"] }, { constraints: { budgets: { max_external_calls: 1 } } });
+    expect(byCalls.state).toBe("failed");
+    expect(rootError(byCalls)).toMatchObject({ code: "budget_exceeded", details: { budget: "max_external_calls", limit: 1 } });
+    expect(llm.calls).toHaveLength(1);
   });
 });
