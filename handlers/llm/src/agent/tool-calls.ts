@@ -6,7 +6,7 @@
  * and idempotency key, in a replay). Whatever happened to a call goes back to the model as the tool's message: its
  * outputs, or an error naming why (refused, failed, denied by the PDP, rejected by a person).
  */
-import { ChildFailedError, type JsonObject, type JsonValue } from "@nodefabric/sdk";
+import { ChildFailedError, HandlerError, type JsonObject, type JsonValue } from "@nodefabric/sdk";
 import type { ChatMessage, ChatOutputs } from "../chat.js";
 import { refName } from "../planner/candidates.js";
 import { stableJson } from "../planner/prompts.js";
@@ -118,6 +118,10 @@ async function runOne(t: TurnContext, record: ToolCallRecord, tool: Tool, args: 
     if (isAgent) t.budget.settleChild(outputs.usage as JsonObject | undefined);
     return { ...record, state: "completed", node_run_id: await child.node_run_id, outputs };
   } catch (err) {
+    // The coordinator refused to create the child (a structural limit, an allow list): the model reads why.
+    if (HandlerError.is(err) && !t.ctx.signal.aborted && err.code !== "canceled") {
+      return { ...record, state: "failed", error: { code: err.code, message: err.message } };
+    }
     if (!ChildFailedError.is(err)) throw err;
     const e = err.error;
     return { ...record, state: "failed", node_run_id: err.node_run_id, error: { code: e.code, message: e.message, ...(e.details !== undefined ? { details: e.details as JsonValue } : {}) } };
