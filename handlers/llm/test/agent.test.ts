@@ -32,6 +32,24 @@ function tool(id: string, side: "read" | "write", extra: Record<string, unknown>
   });
 }
 const notify = tool("test.notify", "write");
+/** Answers once another call of it is running at the same time (met), or after 15 s alone (not met). */
+let meeting = 0;
+const meet = defineAtomic<Json, Json>({
+  nodeType: {
+    node_type_id: "test.meet",
+    version: "1.0.0",
+    description: "Waits for another caller to meet",
+    input_schema: { type: "object", properties: { who: { type: "string" } }, required: ["who"], additionalProperties: false },
+    output_schema: { type: "object" },
+    constraints: { gates: { side_effect_class: "read" } },
+  },
+  async handler() {
+    meeting++;
+    const until = Date.now() + 15_000;
+    while (meeting < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    return { met: meeting >= 2 };
+  },
+});
 const ship = tool("test.ship", "write", { require_approval: true });
 
 let fabric: FabricFixture;
@@ -62,7 +80,7 @@ beforeAll(async () => {
       "",
     ].join("\n"),
   );
-  fabric = await fabricFixture({ definitions: [llmChat, llmAgent, weather, fx, pay, notify, ship], policy });
+  fabric = await fabricFixture({ definitions: [llmChat, llmAgent, weather, fx, pay, notify, ship, meet], policy });
 });
 
 afterAll(async () => {
@@ -156,12 +174,21 @@ describe("llm.agent", () => {
       ["test_weather", "completed", w.node_run_id],
       ["test_fx", "completed", kids.find((n) => n.node_type_ref.node_type_id === "test.fx").node_run_id],
     ]);
-    // Each tool takes 300 ms: they ran side by side.
-    expect(Math.abs(started["test.weather"][0] - started["test.fx"][0])).toBeLessThan(250);
     expect(out.usage.total_tokens).toBe(kids.filter((n) => n.node_type_ref.node_type_id === "llm.chat").reduce((s, n) => s + n.outputs.usage.total_tokens, 0));
   });
 
-  it("runs at most max_parallel_tool_calls at once, in the model's order", async () => {
+  it("runs tool calls side by side, at most max_parallel_tool_calls at once, in the model's order", async () => {
+    // Two calls of a tool that answers only once another call of it runs at the same time.
+    meeting = 0;
+    respond = (body) => (turnOf(body) === 0 ? { tool_calls: [{ name: "test_meet", arguments: { who: "a" } }, { name: "test_meet", arguments: { who: "b" } }] } : { content: "met" });
+    const together = await start({ goal: "meet", tools: ["test.meet"], max_parallel_tool_calls: 2 });
+    expect(together.state, JSON.stringify(rootError(together))).toBe("completed");
+    expect(toolResults(llm.calls[1].body)).toEqual([
+      { id: "call_0", met: true },
+      { id: "call_1", met: true },
+    ]);
+
+    // One at a time: fx starts only after weather (300 ms) ended.
     respond = (body) =>
       turnOf(body) === 0
         ? { tool_calls: [{ name: "test_weather", arguments: { city: "Oslo" } }, { name: "test_fx", arguments: { from: "EUR", to: "NOK" } }] }
