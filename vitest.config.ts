@@ -46,6 +46,7 @@ export const ISOLATED = [
   "handlers/llm/test/planner.test.ts",
   "handlers/llm/test/planner-policy.test.ts",
   "handlers/llm/test/agent.test.ts",
+  "handlers/llm/test/agent-policy.test.ts",
   "handlers/llm/test/agent-mcp.test.ts",
   "handlers/llm/test/scripted.test.ts",
   "plugins/telemetry/test/**/*.test.ts",
