@@ -2,6 +2,7 @@
  * llm.agent through a whole fabric (core's fabricFixture) against the scripted OpenAI-compatible stand-in on loopback:
  * a model that calls tools then answers, parallel tool calls, a model that always calls its first tool (the loop ends
  * on its bounds), unknown tools and bad arguments (errors back to the model, nothing run), a structured final answer,
+ * tools named by pattern and by a Selection query,
  * and the budget (agent-policy.test.ts: the PDP, approvals and handoffs).
  */
 import { describe, it, expect, beforeAll, afterAll, beforeEach } from "vitest";
@@ -24,6 +25,20 @@ describe("llm.agent", () => {
     expect(names.slice(0, 3)).toEqual(["demo_echo", "demo_echo_2", "demo-echo"]);
     for (const n of names) expect(n).toMatch(/^[a-zA-Z0-9_-]{1,64}$/);
     expect(new Set(names).size).toBe(names.length);
+  });
+
+  it("resolves patterns and Selection queries into tools, and says which ids it could not offer", async () => {
+    k.respond = () => ({ content: "nothing to do" });
+    const run = await k.start({ goal: "list the tools", tools: ["test.w*", { query: "exchange rate between currencies", max_candidates: 1 }, "test.nope", "test.ship@9.9.9"] });
+    expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
+    const out = outputs(run);
+    // test.weather by the pattern, test.fx as the query's best candidate.
+    expect(out.tools.map((t: Json) => t.node_type_ref.node_type_id)).toEqual(["test.fx", "test.weather"]);
+    expect(out.tools_refused.map((r: Json) => [r.node_type_ref.node_type_id, r.reason_code])).toEqual([
+      ["test.nope", "not_found"],
+      ["test.ship", "version_not_found"],
+    ]);
+    expect(k.llm.calls[0].body.tools!.map((t) => t.function.name)).toEqual(["test_fx", "test_weather"]);
   });
 
   it("calls tools in parallel, gives their results back, and ends with the model's answer; each call a child NodeRun", async () => {
