@@ -10,7 +10,7 @@ import path from "node:path";
 import { fabricFixture, type FabricFixture } from "@nodefabric/core/testing";
 import { startLlmStandIn, type ChatRequestBody, type LlmStandIn, type StandInStep } from "@nodefabric/sdk/testing";
 import { llmChat, llmPlanner, planApproval, resetLlmConfig } from "../src/index.js";
-import { brain, broken, flaky, fx, pay, report, resetFlaky, started, TOOLS, weather, type Json } from "./support/planner-kit.js";
+import { brain, broken, expectTogether, flaky, fx, pay, report, resetFlaky, resetTogether, started, together, TOOLS, weather, type Json } from "./support/planner-kit.js";
 
 let fabric: FabricFixture;
 let llm: LlmStandIn;
@@ -39,6 +39,7 @@ beforeEach(() => {
   llm.calls.length = 0;
   respond = brain();
   for (const k of Object.keys(started)) delete started[k];
+  resetTogether();
 });
 
 const purposes = () => llm.calls.map((c) => c.body.response_format?.json_schema?.name ?? c.body.tools?.[0]?.function.name);
@@ -58,6 +59,7 @@ const rootError = (run: Json) => run.extensions?.["nodefabric.error"];
 
 describe("llm.planner", () => {
   it("runs a plan of three subtasks: the stand-in gets exactly the expected calls, each an llm.chat NodeRun with usage and cost", async () => {
+    expectTogether(["test.weather", "test.fx"]);
     const run = await startRun({ goal: "Report Oslo's weather and the EUR/NOK rate", allowed_node_type_ids: TOOLS });
     expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
     expect(purposes()).toEqual(["plan", "choose", "choose", "choose", "inputs", "inputs", "inputs", "evaluate"]);
@@ -81,8 +83,8 @@ describe("llm.planner", () => {
     }
     expect(out.usage.model_calls).toBe(8);
     expect(out.usage.cost).toBeCloseTo(chats.reduce((s, c) => s + c.outputs.cost, 0), 12);
-    // w and x are independent: they ran side by side (each takes 300 ms).
-    expect(Math.abs(started["test.weather"][0] - started["test.fx"][0])).toBeLessThan(250);
+    // w and x are independent: they ran side by side (each waited at its start until the other had started).
+    expect(together()).toBe(true);
   });
 
   it("repairs invalid inputs once, with the validation errors in the second prompt; with repair_max 0 it fails planner_invalid_output", async () => {
@@ -250,6 +252,7 @@ describe("llm.planner", () => {
       // First a plan whose last step reads a step that does not exist, then the good one.
       plan: () => ({ content: plans++ === 0 ? { ...good, steps: [...good.steps.slice(0, 2), { ...good.steps[2], inputs: { text: "{% steps.nope.outputs %}" } }] } : good }),
     });
+    expectTogether(["test.weather", "test.fx"]);
     const run = await startRun({ goal: "Report Oslo's weather and the EUR/NOK rate", allowed_node_type_ids: TOOLS, mode: "plan" });
     expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
     expect(purposes()).toEqual(["plan", "plan", "evaluate"]);
@@ -261,7 +264,7 @@ describe("llm.planner", () => {
       ["test.fx", "completed"],
       ["test.report", "completed"],
     ]);
-    expect(Math.abs(started["test.weather"][0] - started["test.fx"][0])).toBeLessThan(250);
+    expect(together()).toBe(true);
 
     // A step outside the candidate set is refused, and never run.
     llm.calls.length = 0;

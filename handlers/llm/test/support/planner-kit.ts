@@ -8,6 +8,36 @@ import type { ChatRequestBody, StandInStep } from "@nodefabric/sdk/testing";
 export type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 export const started: Record<string, number[]> = {};
+
+/**
+ * Side by side, without reading a clock: the node types named here wait (up to 20 s) at their start until all of them
+ * have started, and `together()` then says whether they met. Run one after the other, the first waits out the 20 s
+ * alone and they did not. Set before a run with `expectTogether`; cleared by `resetTogether`.
+ */
+let meeting: { ids: Set<string>; arrived: Set<string>; met: boolean; open: () => void; opened: Promise<void> } | undefined;
+export function expectTogether(ids: string[]): void {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  meeting = { ids: new Set(ids), arrived: new Set(), met: false, open, opened };
+}
+export function together(): boolean {
+  return meeting?.met ?? false;
+}
+export function resetTogether(): void {
+  meeting = undefined;
+}
+async function meet(id: string): Promise<void> {
+  const m = meeting;
+  if (!m || !m.ids.has(id)) return;
+  m.arrived.add(id);
+  if (m.arrived.size === m.ids.size) {
+    m.met = true;
+    m.open();
+  }
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([m.opened, new Promise<void>((r) => (timer = setTimeout(r, 20_000)))]);
+  clearTimeout(timer);
+}
 function tool(id: string, side: "read" | "write" | "irreversible", props: Record<string, unknown>, description: string, run: (i: Json) => Json, delayMs = 0) {
   return defineAtomic<Json, Json>({
     nodeType: {
@@ -20,6 +50,7 @@ function tool(id: string, side: "read" | "write" | "irreversible", props: Record
     },
     async handler(inputs) {
       (started[id] ??= []).push(Date.now());
+      await meet(id);
       if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
       return run(inputs);
     },
