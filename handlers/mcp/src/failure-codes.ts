@@ -16,14 +16,14 @@ export const MCP_FAILURE_CODES = defineFailureCodes({
     raisedBy: "mcp.call",
   },
   upstream_unauthorized: {
-    meaning: "The MCP server refused the credentials (HTTP 401/403), or the tenant of the run has no credentials for it.",
+    meaning: "The MCP server or A2A agent refused the credentials (HTTP 401/403), or the tenant of the run has no credentials for it.",
     retryable: false,
-    raisedBy: "mcp.call",
+    raisedBy: "mcp.call, a2a.send",
   },
   upstream_protocol_error: {
-    meaning: "The MCP server answered something that is not MCP or JSON-RPC, a JSON-RPC error, or a tool result that breaks its own outputSchema.",
+    meaning: "The MCP server (or A2A agent) answered something that is not MCP (A2A) or JSON-RPC, a JSON-RPC error, or a tool result that breaks its own outputSchema.",
     retryable: false,
-    raisedBy: "mcp.call",
+    raisedBy: "mcp.call, a2a.send",
   },
   stdio_not_allowed: {
     meaning: "The node type tries to make the executor start a process (a command of its own); a stdio MCP server is named only by the operator or an installed package.",
