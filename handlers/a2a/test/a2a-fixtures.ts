@@ -116,8 +116,25 @@ export function executionContext(nodeType: Json, options: { checkpoint?: JsonObj
   const saved = options.saved ?? [];
   const egress = createHandlerEgress(controller.signal, 30_000, dispatcher, { get: () => undefined }, new SecretBindings());
   const fetch = (async (input: Json, init?: Json) => {
-    if (options.breakAfterSave && saved.length > 0) throw Object.assign(new Error("the executor died"), { cause: { code: "ECONNRESET" } });
-    return egress.fetch(input, init);
+    const died = () => Object.assign(new Error("the executor died"), { cause: { code: "ECONNRESET" } });
+    if (options.breakAfterSave && saved.length > 0) throw died();
+    const res = await egress.fetch(input, init);
+    if (!options.breakAfterSave || !res.body) return res;
+    // A stream open when the checkpoint is saved breaks at its next chunk, as a lost executor's connection would.
+    const reader = res.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (saved.length > 0 && !done) {
+          await reader.cancel().catch(() => undefined);
+          controller.error(died());
+          return;
+        }
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
   }) as typeof globalThis.fetch;
   return {
     run_id: "run_1",
