@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ImporterMissingError, loadImporter, MCP_IMPORTER, OPENAPI_IMPORTER } from "../src/importers/index.js";
+import { A2A_IMPORTER, ImporterMissingError, loadImporter, MCP_IMPORTER, OPENAPI_IMPORTER } from "../src/importers/index.js";
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -40,12 +40,14 @@ describe("loading an importer package", () => {
     expect(loaded.where).toBe("the folder");
   });
 
-  it("finds the OpenAPI and MCP importers of this repository by their package names", async () => {
+  it("finds the OpenAPI, MCP and A2A importers of this repository by their package names", async () => {
     const openapi = await loadImporter<Record<string, unknown>>(OPENAPI_IMPORTER, folder());
     expect(typeof openapi.loadOpenApi).toBe("function");
     expect(typeof openapi.mapOpenApi).toBe("function");
     expect(typeof openapi.OpenApiImportError).toBe("function");
     const mcp = await loadImporter<Record<string, unknown>>(MCP_IMPORTER, folder());
     for (const name of ["parseSource", "parseHeader", "importMcpServer", "McpImportError"]) expect(typeof mcp[name], name).toBe("function");
+    const a2a = await loadImporter<Record<string, unknown>>(A2A_IMPORTER, folder());
+    for (const name of ["parseCardUrl", "parseHeader", "importA2aAgent", "A2aImportError"]) expect(typeof a2a[name], name).toBe("function");
   });
 });

@@ -16,7 +16,7 @@ import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
 
 /** How many node types one registry request carries. */
-const BATCH_SIZE = 200;
+export const BATCH_SIZE = 200;
 
 /** Options of `fabric node-types import --from-mcp`. */
 export interface McpImportCommandOptions {
@@ -37,7 +37,7 @@ export interface McpImportCommandOptions {
   cwd?: string;
 }
 
-function describeError(err: unknown): string {
+export function describeError(err: unknown): string {
   if (FabricError.is(err)) {
     const errors = (err.details?.errors as Array<{ path: string; message: string }> | undefined) ?? [];
     return [`${err.code}: ${err.message}`, ...errors.slice(0, 20).map((e) => `  ${e.path}: ${e.message}`)].join("\n");
@@ -46,7 +46,7 @@ function describeError(err: unknown): string {
 }
 
 /** The indexes of a batch the registry refused, each with its reasons (`/node_types/<i>/…` in the error's details). */
-function refusedIndexes(err: unknown): Map<number, string> {
+export function refusedIndexes(err: unknown): Map<number, string> {
   const refused = new Map<number, string>();
   if (!FabricError.is(err)) return refused;
   for (const e of (err.details?.errors as Array<{ path: string; message: string }> | undefined) ?? []) {

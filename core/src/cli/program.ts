@@ -274,16 +274,17 @@ export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
     .command("import")
     .description(
       "publish node types made from an external description, no code and no deploy: every operation of an OpenAPI document (run by http.request), " +
-        "or every tool of an MCP server (run by mcp.call)",
+        "every tool of an MCP server (run by mcp.call), or every skill of an A2A agent (run by a2a.send)",
     )
     .option("--from-openapi <file|url>", "the OpenAPI document (3.0, 3.1 or Swagger 2.0), JSON or YAML")
     .option("--from-mcp <url|command>", "the MCP server: a Streamable HTTP URL, or a command that starts a stdio server")
-    .option("--prefix <prefix>", "node_type_id prefix (default: from the API's title, or the MCP server's name)")
+    .option("--from-a2a <card url>", "the A2A agent: the URL of its Agent Card (an agent's base URL reads /.well-known/agent-card.json)")
+    .option("--prefix <prefix>", "node_type_id prefix (default: from the API's title, or the MCP server's or A2A agent's name)")
     .option("--version <version>", "version of every node type", "1.0.0")
-    .option("--include <tags|ids...>", "only these operations (tags or operationIds) or tools (names); comma-separated or repeated")
-    .option("--exclude <tags|ids...>", "leave out these operations (tags or operationIds) or tools (names)")
+    .option("--include <tags|ids...>", "only these operations (tags or operationIds), tools (names) or skills (ids); comma-separated or repeated")
+    .option("--exclude <tags|ids...>", "leave out these operations (tags or operationIds), tools (names) or skills (ids)")
     .option("--base-url <url>", "OpenAPI: call this base URL instead of the document's server")
-    .option("--header <header>", 'MCP: a header for the server, "Name: value", or "Authorization: Bearer {secret:NAME}" for an executor secret (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option("--header <header>", 'MCP, A2A: a header for the server or agent, "Name: value", or "Authorization: Bearer {secret:NAME}" for an executor secret (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
     .option("--server-name <name>", "MCP stdio command: the name the executor's operator gives the server (default: the prefix)")
     .option("--protocol <mode>", "MCP: auto (default: 2026-07-28 when offered, else 2025), legacy, or a revision to pin")
     .option("--dry-run", "print the node types as JSON and publish nothing")
@@ -293,6 +294,7 @@ export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
       async (opts: {
         fromOpenapi?: string;
         fromMcp?: string;
+        fromA2a?: string;
         prefix?: string;
         version: string;
         include?: string[];
@@ -306,9 +308,29 @@ export function buildProgram(plugins: readonly LoadedPlugin[] = []): Command {
         token?: string;
       }) => {
         const list = (values?: string[]) => values?.flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "");
-        if ((opts.fromOpenapi === undefined) === (opts.fromMcp === undefined)) {
-          process.stderr.write("fabric: node-types import needs one of --from-openapi <file|url> and --from-mcp <url|command>\n");
+        if ([opts.fromOpenapi, opts.fromMcp, opts.fromA2a].filter((v) => v !== undefined).length !== 1) {
+          process.stderr.write("fabric: node-types import needs one of --from-openapi <file|url>, --from-mcp <url|command> and --from-a2a <card url>\n");
           process.exitCode = 2;
+          return;
+        }
+        if (opts.fromA2a !== undefined) {
+          const misplaced = [opts.baseUrl !== undefined && "--base-url", opts.serverName !== undefined && "--server-name", opts.protocol !== undefined && "--protocol"].filter(Boolean);
+          if (misplaced.length > 0) {
+            process.stderr.write(`fabric: ${misplaced.join(", ")} do${misplaced.length === 1 ? "es" : ""} not apply to --from-a2a (the agent's card says where and how to call it)\n`);
+            process.exitCode = 2;
+            return;
+          }
+          const { nodeTypesImportA2a } = await import("./node-types-import-a2a.js");
+          process.exitCode = await nodeTypesImportA2a(registryUrlOf(opts.registry), {
+            fromA2a: opts.fromA2a,
+            prefix: opts.prefix,
+            version: opts.version,
+            include: list(opts.include),
+            exclude: list(opts.exclude),
+            headers: opts.header,
+            dryRun: opts.dryRun,
+            token: clientTokenOf(opts.token),
+          });
           return;
         }
         if (opts.fromMcp !== undefined) {

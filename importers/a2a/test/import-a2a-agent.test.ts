@@ -6,6 +6,7 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { skillDefinitionHash, DEFAULT_DATA_INPUT_SCHEMA, DEFAULT_OUTPUT_SCHEMA, TEXT_INPUT_SCHEMA } from "@nodefabric/handler-a2a";
 import { A2aImportError, importA2aAgent, parseCardUrl, parseHeader } from "../src/index.js";
+import { nodeTypesImportA2a } from "../../../core/src/cli/node-types-import-a2a.js";
 import { DEFAULT_SKILLS, startA2aAgent } from "../../../handlers/a2a/test/a2a-agent.mjs";
 import { errorOf, openFabric, outputsOf, type TestFabric } from "../../../handlers/a2a/test/a2a-fixtures.js";
 
@@ -100,6 +101,26 @@ describe("imported node types, run by a2a.send", () => {
   }, 60_000);
   afterAll(async () => {
     await f?.close();
+  });
+
+  it("are published by `fabric node-types import --from-a2a`, with what was left out and a run to try", async () => {
+    let stdout = "";
+    let stderr = "";
+    const out = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } };
+    const code = await nodeTypesImportA2a(f.registry, { fromA2a: agent.url, prefix: "cli", exclude: ["typed"] }, out);
+    expect(code, stderr).toBe(0);
+    expect(stdout).toContain("published 8 node types of the A2A agent Test Agent 1.0.0 (A2A 1.0, streaming), run by a2a.send@1.0.0:");
+    expect(stdout).toContain("  cli.echo@1.0.0");
+    expect(stdout).toContain("left out (2):\n  picture: it takes only image/png");
+    expect(stdout).toMatch(/Try it:\n  npx fabric run cli\.echo@1\.0\.0 --input '\{.*\}'/);
+    for (const skill of DEFAULT_SKILLS) {
+      const res = await fetch(`${f.registry}/v1/node-types/cli.${skill.id}?version=1.0.0`);
+      expect(res.status, skill.id).toBe(200);
+      expect(((await res.json()) as any).extensions["nodefabric.a2a"].skill_hash).toBe(skillDefinitionHash(skill));
+    }
+    const bad = await nodeTypesImportA2a(f.registry, { fromA2a: "ftp://nowhere" }, out);
+    expect(bad).toBe(2);
+    expect(stderr).toContain("--from-a2a must be an http(s) URL");
   });
 
   it("run through the fabric, and fail with skill_definition_changed, calling nothing, once the skill changed", async () => {
