@@ -22,14 +22,17 @@ Options:
                                Swagger 2.0 document (JSON or YAML); implies --template http
       --from-mcp <url|command> one atomic node type per tool of an MCP server: a Streamable HTTP
                                URL, or a command that starts a stdio server (the package starts it)
-      --header <header>        with --from-mcp URL: "Name: value", or "Authorization: Bearer
-                               {secret:NAME}" for an executor secret (repeatable)
+      --from-a2a <card url>    one atomic node type per skill of a remote A2A agent: the URL of
+                               its Agent Card (or of the agent, for its well-known card)
+      --header <header>        with --from-mcp URL or --from-a2a: "Name: value", or
+                               "Authorization: Bearer {secret:NAME}" for an executor secret
+                               (repeatable)
       --include <tags|ids>     with --from-openapi: only operations with one of these tags or
-                               operationIds; with --from-mcp: only these tools (comma-separated,
-                               repeatable)
+                               operationIds; with --from-mcp: only these tools; with --from-a2a:
+                               only these skills (comma-separated, repeatable)
       --exclude <tags|ids>     with --from-openapi: leave out operations with one of these tags
-                               or operationIds; with --from-mcp: these tools (comma-separated,
-                               repeatable)
+                               or operationIds; with --from-mcp: these tools; with --from-a2a:
+                               these skills (comma-separated, repeatable)
       --dir <path>             where to create the package (default: ./<name without its scope>);
                                it must not exist or be empty
       --sdk <spec>             the @nodefabric/sdk version spec written to package.json
@@ -53,7 +56,9 @@ export interface CliArguments {
   fromOpenApi?: string;
   /** `--from-mcp`: an MCP server's URL or command. */
   fromMcp?: string;
-  /** `--header` values for --from-mcp. */
+  /** `--from-a2a`: the URL of an A2A agent's card. */
+  fromA2a?: string;
+  /** `--header` values for --from-mcp or --from-a2a. */
   headers?: string[];
   include?: string[];
   exclude?: string[];
@@ -76,6 +81,7 @@ export function parseCliArguments(argv: string[]): CliArguments {
         template: { type: "string", short: "t" },
         "from-openapi": { type: "string" },
         "from-mcp": { type: "string" },
+        "from-a2a": { type: "string" },
         header: { type: "string", multiple: true },
         include: { type: "string", multiple: true },
         exclude: { type: "string", multiple: true },
@@ -96,7 +102,7 @@ export function parseCliArguments(argv: string[]): CliArguments {
   if (values.core !== undefined) {
     throw new UsageError("--core is gone: generated packages depend on @nodefabric/sdk, not @nodefabric/core; give its spec with --sdk <spec>");
   }
-  for (const flag of ["template", "from-openapi", "from-mcp", "dir", "sdk", "schemas"] as const) {
+  for (const flag of ["template", "from-openapi", "from-mcp", "from-a2a", "dir", "sdk", "schemas"] as const) {
     if (values[flag] !== undefined && values[flag].trim() === "") throw new UsageError(`--${flag} needs a value`);
   }
   const template = values.template;
@@ -105,12 +111,14 @@ export function parseCliArguments(argv: string[]): CliArguments {
   }
   const include = selectors(values.include, "include");
   const exclude = selectors(values.exclude, "exclude");
-  if (values["from-openapi"] !== undefined && values["from-mcp"] !== undefined) throw new UsageError("give one of --from-openapi and --from-mcp");
-  if ((include || exclude) && values["from-openapi"] === undefined && values["from-mcp"] === undefined) {
-    throw new UsageError(`--${include ? "include" : "exclude"} selects operations of --from-openapi or tools of --from-mcp; give the document or server too`);
+  const sources = (["from-openapi", "from-mcp", "from-a2a"] as const).filter((f) => values[f] !== undefined);
+  if (sources.length > 1) throw new UsageError("give one of --from-openapi, --from-mcp and --from-a2a");
+  if ((include || exclude) && sources.length === 0) {
+    throw new UsageError(`--${include ? "include" : "exclude"} selects operations of --from-openapi, tools of --from-mcp or skills of --from-a2a; give the document, server or agent too`);
   }
-  if (values.header !== undefined && values["from-mcp"] === undefined) throw new UsageError("--header is sent to the server of --from-mcp; give the server too");
+  if (values.header !== undefined && values["from-mcp"] === undefined && values["from-a2a"] === undefined) throw new UsageError("--header is sent to the server of --from-mcp or the agent of --from-a2a; give it too");
   if (values["from-mcp"] !== undefined && template !== undefined) throw new UsageError(`--from-mcp makes a package of the server's tools; drop --template ${template}`);
+  if (values["from-a2a"] !== undefined && template !== undefined) throw new UsageError(`--from-a2a makes a package of the agent's skills; drop --template ${template}`);
   if (values["from-openapi"] !== undefined && template !== undefined && template !== "http") {
     throw new UsageError(`--from-openapi makes an http package; drop --template ${template}`);
   }
@@ -119,6 +127,7 @@ export function parseCliArguments(argv: string[]): CliArguments {
     template,
     fromOpenApi: values["from-openapi"],
     fromMcp: values["from-mcp"],
+    fromA2a: values["from-a2a"],
     ...(values.header ? { headers: values.header } : {}),
     ...(include ? { include } : {}),
     ...(exclude ? { exclude } : {}),

@@ -9,6 +9,7 @@ import { loadOpenApi, OpenApiImportError, type LoadedOpenApi } from "@nodefabric
 import { assertValidPackageName, folderNameOf, packageNameFromTitle, packageNameProblems } from "./package-name.js";
 import { clackPrompter, type Prompter } from "./prompts.js";
 import { renderMcpPackage } from "./mcp-package.js";
+import { renderA2aPackage } from "./a2a-package.js";
 import { assertUsableTargetDirectory, renderPackage, writePackage, type RenderedPackage, type TemplateName } from "./scaffold.js";
 
 /** Where the command runs: its directory, its output streams, and whether it may ask questions. */
@@ -82,6 +83,15 @@ async function create(args: CliArguments, env: CommandEnvironment): Promise<void
     const made = await renderMcpPackage({ packageName, source: args.fromMcp, headers: args.headers, include: args.include, exclude: args.exclude, sdkSpec: args.sdk, schemasSpec: args.schemas, onProgress: progress });
     writePackage(dir, made.files);
     const summary = nextSteps(packageName, "http", dir, env.cwd, made, args.fromMcp, made.secrets);
+    if (prompter) prompter.finish(`Created ${packageName}`);
+    env.stdout.write(summary);
+    return;
+  }
+
+  if (args.fromA2a !== undefined) {
+    const made = await renderA2aPackage({ packageName, source: args.fromA2a, headers: args.headers, include: args.include, exclude: args.exclude, sdkSpec: args.sdk, schemasSpec: args.schemas, onProgress: progress });
+    writePackage(dir, made.files);
+    const summary = nextSteps(packageName, "http", dir, env.cwd, made, args.fromA2a, made.secrets);
     if (prompter) prompter.finish(`Created ${packageName}`);
     env.stdout.write(summary);
     return;

@@ -11,3 +11,4 @@ export { openApiPackage, sampleInputsOf, type OpenApiPackage, type OpenApiPackag
 export { packageManifest, peerSpecOf, DEFAULT_SDK_SPEC, TOOL_VERSIONS } from "./package-manifest.js";
 export { assertValidPackageName, packageNameProblems, folderNameOf, nodeTypePrefixOf, baseUrlSettingOf, packageNameFromTitle } from "./package-name.js";
 export type { GeneratedFile } from "./template-files.js";
+export { a2aPackage, renderA2aPackage, A2A_PACKAGE_VERSIONS, type A2aPackage, type A2aExchange } from "./a2a-package.js";
