@@ -1,6 +1,6 @@
 /**
  * A real A2A agent for the tests of a2a.send and the A2A importer, built with @a2a-js/sdk's server over express 5 on
- * loopback. Each skill behaves as its name says (echo, fail, reject, cancel-self, ask, login, slow, text-only); the
+ * loopback. Each skill behaves as its name says (echo, fail, reject, cancel-self, ask, login, slow, reply, text-only); the
  * agent counts the messages it received and the CancelTask calls, and records every request's headers. Its card can
  * be changed while it runs (`setSkills`), and it streams or not (`streaming`).
  *
@@ -22,6 +22,7 @@ export const DEFAULT_SKILLS = [
   { id: "ask", name: "Ask", description: "Asks for more input", tags: ["test"], examples: [], inputModes: [], outputModes: [], securityRequirements: [] },
   { id: "login", name: "Login", description: "Asks for credentials", tags: ["test"], examples: [], inputModes: [], outputModes: [], securityRequirements: [] },
   { id: "slow", name: "Slow", description: "Works for a while, then echoes", tags: ["test"], examples: [], inputModes: [], outputModes: [], securityRequirements: [] },
+  { id: "reply", name: "Reply", description: "Answers with a message, making no task", tags: ["test"], examples: [], inputModes: [], outputModes: [], securityRequirements: [] },
   { id: "text-only", name: "Shout", description: "Answers a text in capitals", tags: ["text"], examples: ["hello"], inputModes: ["text/plain"], outputModes: ["text/plain"], securityRequirements: [] },
 ];
 
@@ -57,8 +58,13 @@ export async function startA2aAgent(options = {}) {
       const contextId = rc.contextId;
       state.messages.push({ messageId: message.messageId, skillId: message.metadata?.skillId, parts: message.parts.map((p) => p.content) });
       const status = (s, text, final = false) => bus.publish(AgentEvent.statusUpdate({ taskId, contextId, status: { state: s, message: text ? agentMessage(taskId, contextId, text) : undefined, timestamp: new Date().toISOString() }, metadata: {} }));
-      if (!rc.task) bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: S.SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [message], metadata: {} }));
       const skill = message.metadata?.skillId;
+      if (skill === "reply") {
+        bus.publish(AgentEvent.message({ ...agentMessage("", contextId, "a plain reply"), taskId: "" }));
+        bus.finished();
+        return;
+      }
+      if (!rc.task) bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: S.SUBMITTED, message: undefined, timestamp: new Date().toISOString() }, artifacts: [], history: [message], metadata: {} }));
       const data = message.parts.find((p) => p.content?.$case === "data")?.content.value ?? {};
       const text = message.parts.find((p) => p.content?.$case === "text")?.content.value;
       status(S.WORKING, "started");

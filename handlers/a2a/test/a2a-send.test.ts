@@ -57,6 +57,14 @@ describe("a2a.send: a completed task", () => {
     expect(streaming.state.messages.at(-1)).toMatchObject({ skillId: "text-only", parts: [{ $case: "text", value: "quiet please" }] });
   });
 
+  for (const prefix of ["s", "p"]) {
+    it(`gives the parts of a reply as outputs when the agent answers with a message and makes no task (${prefix === "s" ? "streamed" : "polled"})`, async () => {
+      const run = await f.run(`${prefix}.reply`, {});
+      expect(run.state, JSON.stringify(errorOf(run))).toBe("completed");
+      expect(outputsOf(run)).toEqual({ text: "a plain reply" });
+    });
+  }
+
   it("follows a slow task to its end, streamed", async () => {
     const run = await f.run("s.slow", { word: "patience" });
     expect(run.state, JSON.stringify(errorOf(run))).toBe("completed");

@@ -109,7 +109,7 @@ describe("imported node types, run by a2a.send", () => {
     const out = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } };
     const code = await nodeTypesImportA2a(f.registry, { fromA2a: agent.url, prefix: "cli", exclude: ["typed"] }, out);
     expect(code, stderr).toBe(0);
-    expect(stdout).toContain("published 8 node types of the A2A agent Test Agent 1.0.0 (A2A 1.0, streaming), run by a2a.send@1.0.0:");
+    expect(stdout).toContain("published 9 node types of the A2A agent Test Agent 1.0.0 (A2A 1.0, streaming), run by a2a.send@1.0.0:");
     expect(stdout).toContain("  cli.echo@1.0.0");
     expect(stdout).toContain("left out (2):\n  picture: it takes only image/png");
     expect(stdout).toMatch(/Try it:\n  npx fabric run cli\.echo@1\.0\.0 --input '\{.*\}'/);
