@@ -274,6 +274,7 @@ async function buildCoreService(name: ServiceName, config: FabricConfig, local: 
         publicUrl: config.coordinator?.public_url ?? config.services["run-coordinator"]?.url,
         compositeLeaseMs: config.coordinator?.composite_lease_ms,
         executorWaitMs: config.coordinator?.executor_wait_ms,
+        modelPrices: config.llm?.prices,
         closeStore: true,
       });
       if (embedded) coordinator.addHook("onClose", async () => embedded.close());

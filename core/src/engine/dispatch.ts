@@ -17,6 +17,7 @@ import type { Decided, EngineCore } from "./engine-core.js";
 import { runLogFields } from "../observe/log-fields.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
 import { policyContextOf } from "./constraints.js";
+import { reserveFor, settleReservation } from "./reservations.js";
 
 const LEASE_GRACE_MS = 10_000;
 const isBeginResponse = validatorFor("composite_begin_response");
@@ -375,6 +376,8 @@ export class Dispatcher {
       }
     } else if ((nr.state === "assigned" || nr.state === "running") && !ext["nodefabric.retry_scheduled"]) {
       // A NodeRun found assigned or running without a scheduled retry was in flight when its holder died.
+      // Its attempt's reservation is settled unanswered: the call may have been made, so the run counts all of it.
+      settleReservation(core, batch, run, nr, "unanswered");
       nr.attempt += 1;
       batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: nr.attempt, reason: "lease_expired" }));
       core.attemptRetried(nr, "lease_expired");
@@ -441,7 +444,15 @@ export class Dispatcher {
     if (!executor) {
       return this.scheduleRetry(batch, run, nr, nodeType, errorBody("executor_unavailable", `no ${kind} executor serves ${nr.node_run.node_type_ref.node_type_id}@${nr.node_run.node_type_ref.version}`, { retryable: true }));
     }
-    if (kind === "atomic") core.addUsage(batch, run, { external_calls: 1 });
+    if (kind === "atomic") {
+      // A model call reserves the most it can spend from what the run has left, in this write (reservations.ts).
+      const refused = reserveFor(core, batch, run, nr, nodeType);
+      if (refused) {
+        core.finishNodeRun(batch, run, nr, "failed", undefined, refused);
+        return undefined;
+      }
+      core.addUsage(batch, run, { external_calls: 1 });
+    }
 
     const now = clock.now();
     const nowIso = new Date(now).toISOString();
@@ -488,6 +499,8 @@ export class Dispatcher {
    * - any other retryable failure: the node type's retry policy (attempts and backoff).
    */
   scheduleRetry(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType | undefined, error: FabricErrorBody): undefined {
+    // The attempt's reservation, if results.ts has not settled it from an answer, counts whole.
+    settleReservation(this.core, batch, run, nr, "unanswered");
     const policy = retryPolicyOf(nodeType);
     const now = clock.now();
     const ext = { ...nr.node_run.extensions };

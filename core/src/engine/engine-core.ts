@@ -18,6 +18,7 @@ import { StoreOutage } from "./store-outage.js";
 import { AssignmentTokens } from "./assignment-tokens.js";
 import { DEFAULT_EXECUTOR_WAIT_MS } from "./retry-policy.js";
 import { mergeConstraints } from "./constraints.js";
+import { MAX_TOKENS_KEY, settleReservation } from "./reservations.js";
 import { assignmentRefused, errorBody, event, isTerminal, type Caller, type Checkpoint, type RunEngineOptions } from "./engine-types.js";
 
 /** What a run has used so far, kept durably on the Run as `extensions["nodefabric.usage"]`. */
@@ -28,9 +29,19 @@ export interface RunUsage {
   external_calls: number;
   /** The sum of the cost executors reported (`extensions["nodefabric.cost"]` of AtomicExecuteResults). */
   cost: number;
+  /** Tokens model calls used, as settled (reservations.ts); present once the run made a model call. */
+  tokens?: number;
+  /** Tokens reserved by model calls in flight. */
+  reserved_tokens?: number;
+  /** Cost reserved by model calls in flight. */
+  reserved_cost?: number;
 }
 
-type Budgets = NonNullable<ConstraintEnvelope["budgets"]>;
+/** The run's usage fields of model calls (reservations.ts), written only once a run has made one. */
+const MODEL_USAGE = ["tokens", "reserved_tokens", "reserved_cost"] as const;
+
+/** A run's budgets: the envelope's, and the token budget of its model calls (`nodefabric.llm.max_tokens`). */
+type Budgets = NonNullable<ConstraintEnvelope["budgets"]> & { max_tokens?: number };
 
 /** The Run extension holding the envelope's budgets, fixed when the run starts. */
 export const BUDGETS_KEY = "nodefabric.budgets";
@@ -248,17 +259,22 @@ export class EngineCore {
   usageOf(run: RunRecord): RunUsage {
     const u = run.run.extensions?.[USAGE_KEY] as Partial<RunUsage> | undefined;
     const legacySteps = run.run.extensions?.["nodefabric.node_count"];
-    return {
+    const out: RunUsage = {
       steps: typeof u?.steps === "number" ? u.steps : typeof legacySteps === "number" ? legacySteps : 1,
       external_calls: typeof u?.external_calls === "number" ? u.external_calls : 0,
       cost: typeof u?.cost === "number" ? u.cost : 0,
     };
+    for (const k of MODEL_USAGE) if (typeof u?.[k] === "number") out[k] = u[k];
+    return out;
   }
 
   /** Records new usage on the run (in `batch`). */
   addUsage(batch: WriteBatch, run: RunRecord, add: Partial<RunUsage>): RunUsage {
     const u = this.usageOf(run);
     const next: RunUsage = { steps: u.steps + (add.steps ?? 0), external_calls: u.external_calls + (add.external_calls ?? 0), cost: u.cost + (add.cost ?? 0) };
+    // Sums of floating-point prices: what was reserved and released again must come back to exactly 0.
+    const tidy = (v: number) => Math.max(0, Math.round(v * 1e12) / 1e12);
+    for (const k of MODEL_USAGE) if (u[k] !== undefined || add[k] !== undefined) next[k] = tidy((u[k] ?? 0) + (add[k] ?? 0));
     const ext: Record<string, unknown> = { ...run.run.extensions, [USAGE_KEY]: next };
     delete ext["nodefabric.node_count"];
     run.run.extensions = ext;
@@ -267,7 +283,11 @@ export class EngineCore {
   }
 
   budgetsOf(run: RunRecord): Budgets {
-    return (run.run.extensions?.[BUDGETS_KEY] as Budgets | undefined) ?? {};
+    const stored = (run.run.extensions?.[BUDGETS_KEY] as Budgets | undefined) ?? {};
+    if (stored.max_tokens !== undefined) return stored;
+    // Runs started before the token budget was kept with the others have it in their constraints only.
+    const t = (run.run.extensions?.["nodefabric.constraints"] as ConstraintEnvelope | undefined)?.extensions?.[MAX_TOKENS_KEY];
+    return typeof t === "number" ? { ...stored, max_tokens: t } : stored;
   }
 
   /** The failure of a run that passed one of its budgets. */
@@ -414,6 +434,8 @@ export class EngineCore {
 
   finishNodeRun(batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, state: "completed" | "failed" | "canceled", outputs?: Record<string, unknown>, error?: FabricErrorBody): void {
     if (isTerminal(nr.state)) return;
+    // An attempt still holding a reservation ends without an answer: the run counts all of it (reservations.ts).
+    settleReservation(this, batch, run, nr, "unanswered");
     const nowIso = clock.isoNow();
     nr.state = state;
     nr.node_run.state = state;

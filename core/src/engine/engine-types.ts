@@ -58,6 +58,12 @@ export interface RunEngineOptions {
    * (ms, default 10 s). A coordinator that dies has its runs taken over by another once this runs out.
    */
   runLeaseMs?: number;
+  /**
+   * Model prices per million tokens (the `llm.prices` of the configuration), with which a model call's reservation
+   * is priced before it is sent (reservations.ts). Without them, a call reserves tokens only and its cost is counted
+   * when it is answered.
+   */
+  modelPrices?: Record<string, { input_per_million: number; output_per_million: number }>;
 }
 
 /** Who is asking: stamped on runs and checked on reads. */

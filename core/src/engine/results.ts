@@ -15,6 +15,7 @@ import type { EngineCore } from "./engine-core.js";
 import { sumOf, trackCache } from "../observe/caches.js";
 import type { Dispatcher, ExecutorAnswer } from "./dispatch.js";
 import { assignmentRefused, errorBody, event, isTerminal, type Caller } from "./engine-types.js";
+import { modelCallOf, settleReservation, tokensReported } from "./reservations.js";
 
 const isAtomicResult = validatorFor("atomic_execute_result");
 
@@ -108,6 +109,15 @@ export class Results {
     const data: Record<string, unknown> = { state: outcome.state, attempt: item.attempt, duration_ms: item.durationMs };
     if (outcome.state !== "completed") data.error = outcome.error;
     if (outcome.cost > 0) data.cost = outcome.cost;
+    // A model call's reservation settles to what the answer reports; an attempt that never reached an executor
+    // releases it; an answer that breaks the contract says nothing to trust, so the run counts all of it.
+    if (item.failure) settleReservation(this.core, batch, run, nr, "unsent");
+    else if (outcome.state === "failed" && outcome.error.code === "executor_protocol_error") settleReservation(this.core, batch, run, nr, "unanswered");
+    else {
+      const tokens = tokensReported(modelCallOf(item.nodeType), outcome.state === "completed" ? outcome.outputs : undefined, outcome.state === "completed" ? undefined : outcome.error);
+      if (tokens > 0) data.tokens = tokens;
+      settleReservation(this.core, batch, run, nr, { tokens });
+    }
     batch.events!.push(event("atomic_executed", nr.run_id, nr.node_run_id, data));
 
     if (outcome.cost > 0) {

@@ -7,6 +7,7 @@ import { clock } from "../clock.js";
 import { newId } from "../ids.js";
 import { FabricError } from "../http/errors.js";
 import { DECIDED_BY_KEY, DECISION_REASON_KEY, RunExistsError, type ApprovalRecord, type NewRunEvent, type NodeRunRecord, type RunRecord, type WriteBatch } from "../store/run-store.js";
+import { MAX_TOKENS_KEY } from "./reservations.js";
 import { mergeConstraints } from "./constraints.js";
 import { publish } from "../observe/channels.js";
 import { ATTR, context, inSpan, ROOT_CONTEXT, spanContextOf, trace, TraceFlags, TRACE_UNSAMPLED_KEY, type Span } from "../observe/tracing.js";
@@ -98,7 +99,10 @@ export class RunLifecycle {
         "nodefabric.root_node_type_ref": { node_type_id: req.root_node_type_ref.node_type_id, version: req.root_node_type_ref.version },
       };
       if (req.constraints) runExt["nodefabric.constraints"] = req.constraints;
-      if (budgets && Object.keys(budgets).length > 0) runExt[BUDGETS_KEY] = budgets;
+      // The token budget of the run's model calls (a constraint extension) is kept with the others (reservations.ts).
+      const maxTokens = envelope.extensions?.[MAX_TOKENS_KEY];
+      const kept = { ...budgets, ...(typeof maxTokens === "number" ? { max_tokens: maxTokens } : {}) };
+      if (Object.keys(kept).length > 0) runExt[BUDGETS_KEY] = kept;
       if (req.metadata) runExt["nodefabric.metadata"] = req.metadata;
       if (anchored && (anchor.traceFlags & TraceFlags.SAMPLED) === 0) runExt[TRACE_UNSAMPLED_KEY] = true;
       run.extensions = runExt;

@@ -32,6 +32,11 @@ export const CORE_FAILURE_CODES = defineFailureCodes({
     retryable: false,
     raisedBy: "the coordinator",
   },
+  budget_exhausted: {
+    meaning: "A model call does not fit what its run has left of a budget (`details.budget`: `nodefabric.llm.max_tokens` or `max_cost`, with `remaining` and `asked`, counting what calls in flight reserved); it was not sent. Only that NodeRun fails.",
+    retryable: false,
+    raisedBy: "the coordinator",
+  },
   executor_protocol_error: {
     meaning: "An executor answered with something that breaks the contract (not a valid AtomicExecuteResult, another NodeRun's result, a body that is not JSON).",
     retryable: false,

@@ -33,6 +33,11 @@ export interface FabricFixtureOptions {
   mockAgent?: Dispatcher;
   /** How long to wait for the executors to register their node types with the registry (default 15 s). */
   readyTimeoutMs?: number;
+  /**
+   * Model prices per million tokens, as `llm.prices` in fabric.config.json: the coordinator prices the reservation
+   * of each model call with them (docs/llm.md, "Budgets the run keeps").
+   */
+  modelPrices?: Record<string, { input_per_million: number; output_per_million: number }>;
 }
 
 export interface FixtureRunOptions {
@@ -121,6 +126,7 @@ export async function fabricFixture(options: FabricFixtureOptions = {}): Promise
     handlers,
     discover,
     ...(options.policy ? { policy: options.policy } : {}),
+    ...(options.modelPrices ? { llm: { prices: options.modelPrices } } : {}),
     auth: { ...DEFAULT_CONFIG.auth, mode: "disabled" },
     base_dir: path.resolve(options.cwd ?? process.cwd()),
   };

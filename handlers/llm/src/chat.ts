@@ -390,6 +390,18 @@ function readCompletion(
   return out;
 }
 
+/**
+ * What the coordinator reads to reserve a call's spending from its run before dispatching it: the inputs that make the
+ * prompt, where its output limit is (and the default), the model it is priced at, and where the answer's usage is.
+ */
+const MODEL_CALL = {
+  prompt_inputs: ["messages", "tools", "response_schema"],
+  max_output_input: "max_output_tokens",
+  default_max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+  model_input: "model",
+  usage_output: "usage",
+};
+
 const MESSAGE = {
   type: "object",
   properties: {
@@ -479,6 +491,8 @@ export const llmChat = defineAtomic<ChatInputs, ChatOutputs>({
     extensions: {
       "nodefabric.timeout_ms": 180_000,
       "nodefabric.retry": { max_attempts: 4, initial_interval_ms: 500, backoff_coefficient: 2, max_interval_ms: 30_000 },
+      // The run reserves each call's prompt and max_output_tokens before it is sent (docs/llm.md, "Budgets the run keeps").
+      "nodefabric.model_call": MODEL_CALL,
     },
   },
   handler: handleChat,

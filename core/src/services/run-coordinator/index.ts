@@ -74,6 +74,8 @@ export interface RunCoordinatorOptions extends ServiceSecurityOptions {
   assignmentTokens?: AssignmentTokens;
   /** Lifetime of the default assignment tokens (seconds). */
   assignmentTtlSeconds?: number;
+  /** Model prices per million tokens, with which model calls' reservations are priced (RunEngineOptions.modelPrices). */
+  modelPrices?: Record<string, { input_per_million: number; output_per_million: number }>;
 }
 
 /** Builds the Run Coordinator. */
@@ -143,6 +145,7 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     selection: selectionLookup || undefined,
     compositeLeaseMs: options.compositeLeaseMs,
     executorWaitMs: options.executorWaitMs,
+    modelPrices: options.modelPrices,
     assignmentTokens,
     // A coordinator sharing the store may check the token of an execution this one dispatched (reports are forwarded).
     assignmentTokensChecked: shared !== undefined || (options.auth !== undefined && options.auth.mode !== "disabled"),

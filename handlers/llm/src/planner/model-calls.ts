@@ -1,10 +1,12 @@
 /**
- * The planner's model calls and what they cost. Each call is an `llm.chat` child NodeRun, made with the token and cost
- * budgets the planner has left reserved before it is sent; an answer that is not valid goes back to the model with
- * its errors, up to `repair_max` times. Every call and its usage is recorded for the planner's outputs.
+ * The planner's model calls and what they cost. Each call is an `llm.chat` child NodeRun; the run reserves what it may
+ * spend from the run's own budgets before it is sent (the coordinator's reservations, docs/llm.md "Budgets the run
+ * keeps"), so the planner hands no call, and no child planner, a budget of its own to overspend in parallel. An
+ * answer that is not valid goes back to the model with its errors, up to `repair_max` times. Every call and its usage
+ * is recorded for the planner's outputs.
  */
 import { ChildFailedError, HandlerError, type CompositeContext, type JsonObject, type JsonValue } from "@nodefabric/sdk";
-import { defaultProfileName, endpointHostOf, estimatePromptTokens, LLM_MAX_TOKENS_EXTENSION, type ChatMessage, type ChatOutputs } from "../chat.js";
+import { defaultProfileName, endpointHostOf, estimatePromptTokens, type ChatMessage, type ChatOutputs } from "../chat.js";
 import { fail } from "../failure-codes.js";
 import { CHAT } from "./candidates.js";
 import type { PlannerInputs } from "./plan-schemas.js";
@@ -14,8 +16,6 @@ import { repairMessage } from "./prompts.js";
 export class Planner {
   readonly modelCalls: Array<{ purpose: string; node_run_id: string; usage?: JsonValue; cost?: number }> = [];
   readonly usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: 0, model_calls: 0 };
-  private readonly tokenLimit?: number;
-  private readonly costLimit?: number;
   readonly depth: number;
   readonly maxSteps: number;
   readonly repairMax: number;
@@ -26,10 +26,6 @@ export class Planner {
     readonly goal: string,
     readonly ctx: CompositeContext,
   ) {
-    const t = ctx.constraints?.extensions?.[LLM_MAX_TOKENS_EXTENSION];
-    if (typeof t === "number") this.tokenLimit = t;
-    const c = ctx.constraints?.budgets?.max_cost;
-    if (typeof c === "number") this.costLimit = c;
     this.depth = inputs.max_depth ?? 1;
     this.maxSteps = inputs.max_steps ?? 8;
     this.repairMax = inputs.repair_max ?? 1;
@@ -37,9 +33,10 @@ export class Planner {
   }
 
   /**
-   * One model call as an `llm.chat` child, with the remaining token and cost budgets reserved by the child before it
-   * sends anything; an answer that is not valid (the schema, or `check`) is repaired up to `repair_max` times, each
-   * repair its own NodeRun with the validation errors in its prompt, then the planner fails `planner_invalid_output`.
+   * One model call as an `llm.chat` child, whose prompt and output limit the run reserves before it is sent (a call
+   * that does not fit what the run has left fails `budget_exhausted`, and so does the planner); an answer that is not
+   * valid (the schema, or `check`) is repaired up to `repair_max` times, each repair its own NodeRun with the
+   * validation errors in its prompt, then the planner fails `planner_invalid_output`.
    */
   async ask<T>(purpose: string, messages: ChatMessage[], schema: JsonObject, check?: (value: T) => string[]): Promise<T> {
     const conversation = [...messages];
@@ -54,20 +51,6 @@ export class Planner {
       };
       if (this.inputs.profile) inputs.profile = this.inputs.profile;
       if (this.inputs.model) inputs.model = this.inputs.model;
-      const budget: JsonObject = {};
-      if (this.tokenLimit !== undefined) budget.max_tokens = Math.max(0, this.tokenLimit - this.usage.total_tokens);
-      if (this.costLimit !== undefined) budget.max_cost = Math.max(0, this.costLimit - this.usage.cost);
-      if (Object.keys(budget).length > 0) {
-        // Refused here too, so the reason names the planner's budget: the child would refuse it the same way.
-        const reserve = estimatePromptTokens({ messages: conversation, response_schema: schema }) + this.maxOut;
-        if (budget.max_tokens !== undefined && reserve > (budget.max_tokens as number)) {
-          throw fail("budget_exceeded", `the planner's next model call (${purpose}) reserves ${reserve} tokens, and only ${String(budget.max_tokens)} of its token budget ${this.tokenLimit} remain; it was not sent`, {
-            retryable: false,
-            details: { budget: LLM_MAX_TOKENS_EXTENSION, limit: this.tokenLimit, used: this.usage.total_tokens, reserved: reserve, purpose },
-          });
-        }
-        inputs.budget = budget;
-      }
       // What the PDP sees of the call (as context.labels at node.run.create and node.run.execute): its purpose, profile,
       // model and the tokens it reserves.
       const labels: Record<string, string> = {
@@ -114,14 +97,6 @@ export class Planner {
       }
       throw invalidOutput(purpose, problems, attempt + 1);
     }
-  }
-
-  /** The budgets left to this planner, as the envelope of a child planner (only what is set). */
-  remainingEnvelope(): { budgets?: { max_cost: number }; extensions?: Record<string, number> } {
-    const out: { budgets?: { max_cost: number }; extensions?: Record<string, number> } = {};
-    if (this.costLimit !== undefined) out.budgets = { max_cost: Math.max(0, this.costLimit - this.usage.cost) };
-    if (this.tokenLimit !== undefined) out.extensions = { [LLM_MAX_TOKENS_EXTENSION]: Math.max(0, this.tokenLimit - this.usage.total_tokens) };
-    return out;
   }
 
   /** Counts what a child planner reported spending (its outputs' `usage`). */

@@ -235,13 +235,15 @@ async function mapInputs(p: Planner, goal: string, s: Subtask, ref: NodeTypeRef,
   return out;
 }
 
-/** Runs a subtask as a child and records its outcome; a child planner gets the budgets this one has left. */
+/**
+ * Runs a subtask as a child and records its outcome. A child planner spends from the run's budgets as this one does
+ * (each of its model calls reserved by the run), never from a copy of what this one had left: planners side by side
+ * cannot together spend more than the run has. What it spent counts in this one's `usage` once it ends.
+ */
 async function spawnSubtask(p: Planner, s: Subtask, ref: NodeTypeRef, inputs: JsonObject): Promise<ChildRecord> {
   const ctx = p.ctx;
-  // A child planner may spend only what this one has left when it starts (its envelope's budgets only shrink), and
-  // what it spent counts here once it ends.
   const isPlanner = ref.node_type_id === PLANNER_ID;
-  const child = ctx.spawn(ref, inputs, { metadata: { labels: { "nodefabric.llm.subtask": s.id } }, ...(isPlanner ? { constraints: p.remainingEnvelope() } : {}) });
+  const child = ctx.spawn(ref, inputs, { metadata: { labels: { "nodefabric.llm.subtask": s.id } } });
   try {
     const outputs = await child.result;
     if (isPlanner) p.settleFrom(outputs.usage as JsonObject | undefined);
