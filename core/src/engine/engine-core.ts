@@ -274,7 +274,7 @@ export class EngineCore {
     const next: RunUsage = { steps: u.steps + (add.steps ?? 0), external_calls: u.external_calls + (add.external_calls ?? 0), cost: u.cost + (add.cost ?? 0) };
     // Sums of floating-point prices: what was reserved and released again must come back to exactly 0.
     const tidy = (v: number) => Math.max(0, Math.round(v * 1e12) / 1e12);
-    for (const k of MODEL_USAGE) if (u[k] !== undefined || add[k] !== undefined) next[k] = tidy((u[k] ?? 0) + (add[k] ?? 0));
+    if (MODEL_USAGE.some((k) => u[k] !== undefined || add[k] !== undefined)) for (const k of MODEL_USAGE) next[k] = tidy((u[k] ?? 0) + (add[k] ?? 0));
     const ext: Record<string, unknown> = { ...run.run.extensions, [USAGE_KEY]: next };
     delete ext["nodefabric.node_count"];
     run.run.extensions = ext;
