@@ -49,6 +49,7 @@ export const ISOLATED = [
   "handlers/llm/test/agent-policy.test.ts",
   "handlers/llm/test/agent-mcp.test.ts",
   "handlers/llm/test/scripted.test.ts",
+  "handlers/llm/test/run-budgets.test.ts",
   "plugins/telemetry/test/**/*.test.ts",
   "sdk/test/**/*.test.ts",
   "templates/*/test/**/*.test.ts",
