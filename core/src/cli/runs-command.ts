@@ -29,10 +29,26 @@ async function withGateway(target: GatewayTarget, body: (client: GatewayClient) 
   }
 }
 
-/** Prints one run as JSON; returns the exit code. */
+/**
+ * What a run's model calls used and hold reserved, against its budgets, for people (docs/runs.md): undefined for a
+ * run that has made no model call.
+ */
+export function modelBudgetLine(run: Run): string | undefined {
+  const u = run.extensions?.["nodefabric.usage"] as { tokens?: number; reserved_tokens?: number; cost?: number; reserved_cost?: number } | undefined;
+  if (typeof u?.reserved_tokens !== "number") return undefined;
+  const b = (run.extensions?.["nodefabric.budgets"] ?? {}) as { max_tokens?: number; max_cost?: number };
+  const of = (limit: number | undefined) => (typeof limit === "number" ? ` (budget ${limit})` : "");
+  const cost = (v: number | undefined) => String(Math.round((v ?? 0) * 1e6) / 1e6);
+  return `model calls: tokens ${u.tokens ?? 0} used + ${u.reserved_tokens} reserved${of(b.max_tokens)}; cost ${cost(u.cost)} used + ${cost(u.reserved_cost)} reserved${of(b.max_cost)}`;
+}
+
+/** Prints one run as JSON (and, on stderr, what its model calls used and hold reserved); returns the exit code. */
 export function runsGet(gateway: GatewayTarget, runId: string): Promise<number> {
   return withGateway(gateway, async (client) => {
-    process.stdout.write(`${JSON.stringify(await client.getRun(runId), null, 2)}\n`);
+    const run = await client.getRun(runId);
+    process.stdout.write(`${JSON.stringify(run, null, 2)}\n`);
+    const budget = modelBudgetLine(run);
+    if (budget) process.stderr.write(`${budget}\n`);
     return EXIT_OK;
   });
 }
