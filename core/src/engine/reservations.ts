@@ -183,8 +183,9 @@ export function tokensReported(spec: ModelCallSpec | undefined, outputs: Record<
 export function reserveFor(core: EngineCore, batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType): FabricErrorBody | undefined {
   const spec = modelCallOf(nodeType);
   if (!spec) return undefined;
-  // An attempt that somehow still holds one (a re-plan of the same attempt) gives it back first.
-  settleReservation(core, batch, run, nr, "unsent");
+  // One still held is settled first: an earlier attempt's counts whole, this attempt's own (planned again) is given back.
+  const earlier = reservationOf(nr);
+  if (earlier) settleReservation(core, batch, run, nr, earlier.attempt < nr.attempt ? "unanswered" : "unsent");
   const want = reservationFor(spec, (nr.node_run.inputs ?? {}) as Record<string, unknown>, core.o.modelPrices);
   const u = core.usageOf(run);
   const standing: Standing = { tokens: u.tokens ?? 0, reserved_tokens: u.reserved_tokens ?? 0, cost: u.cost, reserved_cost: u.reserved_cost ?? 0 };
