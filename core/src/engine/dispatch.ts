@@ -17,7 +17,7 @@ import type { Decided, EngineCore } from "./engine-core.js";
 import { runLogFields } from "../observe/log-fields.js";
 import { errorBody, event, isTerminal, type DispatchPlan } from "./engine-types.js";
 import { policyContextOf } from "./constraints.js";
-import { reserveFor, settleReservation } from "./reservations.js";
+import { RESERVATION_KEY, reserveFor, settleReservation } from "./reservations.js";
 
 const LEASE_GRACE_MS = 10_000;
 const isBeginResponse = validatorFor("composite_begin_response");
@@ -378,6 +378,7 @@ export class Dispatcher {
       // A NodeRun found assigned or running without a scheduled retry was in flight when its holder died.
       // Its attempt's reservation is settled unanswered: the call may have been made, so the run counts all of it.
       settleReservation(core, batch, run, nr, "unanswered");
+      delete ext[RESERVATION_KEY];
       nr.attempt += 1;
       batch.events!.push(event("node_run_retrying", nr.run_id, nr.node_run_id, { attempt: nr.attempt, reason: "lease_expired" }));
       core.attemptRetried(nr, "lease_expired");
