@@ -151,6 +151,67 @@ describe("llm.planner", () => {
     expect(purposes()).toEqual(["plan"]);
   });
 
+  it("two child planners side by side spend from the run's budget: while one's call holds the room, the other's is refused budget_exhausted, unsent", async () => {
+    // Each child's model calls reserve about 20000 tokens; the run's budget has room for one such call at a time, not two.
+    const budget = 40_000;
+    let childPlans = 0;
+    let refusedSeen = false;
+    const twins = { subtasks: [{ id: "a", goal: "child a", after: [] }, { id: "b", goal: "child b", after: [] }] };
+    const answer = brain({
+      plan: (_b, first) => (first.goal === "twins" ? { content: twins } : { content: { subtasks: [{ id: "w", goal: "current weather in Oslo", after: [] }] } }),
+      choose: (_b, first) => ({ content: { choice: first.tools.find((t: Json) => t.name.startsWith("llm.planner")).name } }),
+      inputs: (body, first) => (String(body.messages?.[0]?.content).includes("llm.planner") ? { content: { goal: `weather for ${first.subtask.id}`, max_output_tokens: 20_000 } } : undefined),
+    });
+    respond = async (body) => {
+      const first = JSON.parse(String((body.messages ?? []).find((m) => m.role === "user")?.content ?? "{}"));
+      if (body.response_format?.json_schema?.name === "plan" && String(first.goal).startsWith("weather for")) {
+        // A child's plan call waits until the other child's call was refused (or also arrived): they overlap.
+        childPlans++;
+        const end = Date.now() + 20_000;
+        while (!refusedSeen && childPlans < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      }
+      return answer(body);
+    };
+    const res = await fetch(`${fabric.urls["run-gateway"]}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        root_node_type_ref: { node_type_id: "llm.planner", version: "1.0.0" },
+        input: { goal: "twins", allowed_node_type_ids: ["llm.planner", "test.weather"], max_depth: 1 },
+        constraints: { extensions: { "nodefabric.llm.max_tokens": budget } },
+      }),
+    });
+    const runId = ((await res.json()) as Json).run_id as string;
+    const isRefused = (n: Json) => n.node_type_ref.node_type_id === "llm.chat" && n.extensions?.["nodefabric.error"]?.code === "budget_exhausted";
+    const end = Date.now() + 30_000;
+    let run: Json;
+    for (;;) {
+      if (!refusedSeen && (await fabric.nodeRuns(runId)).some(isRefused)) refusedSeen = true;
+      run = await (await fetch(`${fabric.urls["run-gateway"]}/v1/runs/${runId}`)).json();
+      if (["completed", "failed", "canceled"].includes(run.state) || Date.now() > end) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(run.state, JSON.stringify(rootError(run))).toBe("completed");
+    const nrs: Json[] = await fabric.nodeRuns(runId);
+    const refused = nrs.filter(isRefused);
+    expect(refused).toHaveLength(1);
+    const why = refused[0].extensions["nodefabric.error"].details;
+    expect(why).toMatchObject({ budget: "nodefabric.llm.max_tokens", limit: budget });
+    expect(why.asked).toBeGreaterThan(why.remaining);
+    // The refused call never reached the model: every call the model got is an llm.chat that was answered.
+    const answered = nrs.filter((n) => n.node_type_ref.node_type_id === "llm.chat" && !isRefused(n));
+    expect(llm.calls).toHaveLength(answered.length);
+    // One child planner ran its plan; the other failed with the refusal, naming the call.
+    const out = run.extensions["nodefabric.outputs"];
+    expect(out.child_node_runs.map((c: Json) => c.state).sort()).toEqual(["completed", "failed"]);
+    expect(out.child_node_runs.find((c: Json) => c.state === "failed").error).toMatchObject({ code: "budget_exhausted", details: { purpose: "plan" } });
+    // The run spent within its budget and holds nothing reserved.
+    const usage = run.extensions["nodefabric.usage"];
+    expect(usage.reserved_tokens).toBe(0);
+    expect(usage.tokens).toBe(answered.reduce((sum, n) => sum + n.outputs.usage.total_tokens, 0));
+    expect(usage.tokens).toBeLessThanOrEqual(budget);
+  });
+
   it("recovers a failed subtask with remap: the next candidate, with new inputs, recorded as an evaluation", async () => {
     let evaluated = 0;
     respond = brain({
