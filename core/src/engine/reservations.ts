@@ -20,8 +20,15 @@
  */
 import type { FabricErrorBody, NodeType } from "@nodefabric/schemas";
 import type { NodeRunRecord, RunRecord, WriteBatch } from "../store/run-store.js";
-import type { EngineCore } from "./engine-core.js";
 import { errorBody } from "./engine-types.js";
+
+/** What reserving and settling need of the engine (EngineCore is one; named here so this file imports none of it). */
+export interface RunLedger {
+  readonly o: { modelPrices?: Record<string, ModelPrice> };
+  usageOf(run: RunRecord): { cost: number; tokens?: number; reserved_tokens?: number; reserved_cost?: number };
+  addUsage(batch: WriteBatch, run: RunRecord, add: { cost?: number; tokens?: number; reserved_tokens?: number; reserved_cost?: number }): unknown;
+  budgetsOf(run: RunRecord): { max_tokens?: number; max_cost?: number };
+}
 
 /** The NodeType extension that makes an atomic node type a model call whose spending the run reserves. */
 export const MODEL_CALL_KEY = "nodefabric.model_call";
@@ -180,7 +187,7 @@ export function tokensReported(spec: ModelCallSpec | undefined, outputs: Record<
  * to running, which the caller writes): the failure to record instead when it does not fit. Nothing for a node type
  * that declares no model call.
  */
-export function reserveFor(core: EngineCore, batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType): FabricErrorBody | undefined {
+export function reserveFor(core: RunLedger, batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, nodeType: NodeType): FabricErrorBody | undefined {
   const spec = modelCallOf(nodeType);
   if (!spec) return undefined;
   // One still held is settled first: an earlier attempt's counts whole, this attempt's own (planned again) is given back.
@@ -206,7 +213,7 @@ export function reserveFor(core: EngineCore, batch: WriteBatch, run: RunRecord, 
  * - `"unsent"`: it never reached an executor; all of it is released.
  * Nothing when the NodeRun holds no reservation.
  */
-export function settleReservation(core: EngineCore, batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, outcome: { tokens: number } | "unanswered" | "unsent"): void {
+export function settleReservation(core: RunLedger, batch: WriteBatch, run: RunRecord, nr: NodeRunRecord, outcome: { tokens: number } | "unanswered" | "unsent"): void {
   const r = takeOff(nr);
   if (!r) return;
   const used = outcome === "unanswered" ? { tokens: r.tokens, cost: r.cost } : outcome === "unsent" ? { tokens: 0, cost: 0 } : { tokens: outcome.tokens, cost: 0 };
