@@ -72,6 +72,11 @@ class ModelCalls {
       if (!ChildFailedError.is(err)) throw err;
       const e = err.error;
       this.budget.settle(e.details as JsonObject | undefined);
+      if (e.code === "budget_exhausted") {
+        // The run refused the call before it was sent (docs/llm.md, "Budgets the run keeps"): it was not a model call.
+        this.budget.usage.model_calls--;
+        return { budget: { ...((e.details as JsonObject | undefined) ?? {}), node_run_id: err.node_run_id } };
+      }
       if (e.code === "budget_exceeded") return { budget: { ...((e.details as JsonObject | undefined) ?? {}), node_run_id: err.node_run_id } };
       // The model call's own failure (auth, refusal, policy, …) is the agent's, under the same code.
       throw new HandlerError(e.code, `the agent's model call (${purpose}) failed: ${e.message}`, { retryable: false, details: { purpose, node_run_id: err.node_run_id, error: e as unknown as JsonObject } });

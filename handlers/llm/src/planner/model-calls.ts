@@ -72,6 +72,8 @@ export class Planner {
         record.node_run_id = await child.node_run_id.catch(() => "");
         if (!ChildFailedError.is(err)) throw err;
         const e = err.error;
+        // A call the run refused before sending it (budget_exhausted) was not a model call.
+        if (e.code === "budget_exhausted") this.usage.model_calls--;
         this.settle(e.details as JsonObject | undefined);
         if (e.code === "llm_invalid_output") {
           const details = (e.details ?? {}) as { content?: string; errors?: string[] };
