@@ -58,7 +58,11 @@ export interface HandlerEgress {
    * request that streams for longer (an MCP tool call's answer) passes `timeoutMs` (milliseconds) in its init to
    * replace it, and the execution's deadline still bounds it. A request made after the execution was stopped may pass
    * `final: true` (telling an upstream the call was canceled): it is then not aborted with the execution, still goes
-   * through the egress policy, and gets at most 5 s.
+   * through the egress policy, and gets at most 5 s. A request to a URL that comes from the operator's own
+   * configuration, never from a run or a node type (an LLM profile's `base_url`), may pass `operatorConfigured: true`:
+   * it may then also reach loopback, private, link-local and CGNAT addresses (a model server on the same host or
+   * network), as `executor.egress.allow_private` allows; cloud metadata, unspecified and reserved addresses stay
+   * refused unless the operator's allow lists name them.
    */
   readonly fetch: typeof globalThis.fetch;
   /**
@@ -111,6 +115,14 @@ export interface AtomicContext {
    * one kept), and dropped when the executor was given nowhere to send them.
    */
   reportProgress(progress: number, total?: number, message?: string): void;
+  /**
+   * Reports text of the answer as it is written (an LLM's tokens as they stream). The run records it as
+   * `node_run_output_delta` events (an extension) that event streams, `fabric runs follow`, the console and the
+   * fabric's MCP server pass on; concatenated, one attempt's deltas are the text written. Coalesced (about ten deltas
+   * a second), in order, bounded per execution (500 deltas, 256 Ki characters; the last one says `truncated`), sent
+   * before the result; dropped when the executor was given nowhere to send them. It never changes the outputs.
+   */
+  reportOutputDelta(text: string): void;
   /**
    * What an earlier execution of this NodeRun saved with `saveCheckpoint` (a retry, or the execution sent again after
    * its executor was lost), or undefined on a first execution.

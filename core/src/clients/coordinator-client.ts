@@ -65,6 +65,11 @@ export class CoordinatorClient {
     await this.http.json("POST", path(nodeRunId, ":progress"), body, { headers: auth(token) });
   }
 
+  /** POST /v1/node-runs/{id}:output-delta (an extension): text an atomic execution wrote, as it came. */
+  async reportOutputDelta(nodeRunId: string, body: { text: string; index: number; offset: number; attempt: number; truncated?: true }, token?: string): Promise<void> {
+    await this.http.json("POST", path(nodeRunId, ":output-delta"), body, { headers: auth(token) });
+  }
+
   /** POST /v1/node-runs/{id}:checkpoint (an extension): what the NodeRun's next execution resumes from. */
   async saveCheckpoint(nodeRunId: string, checkpoint: Record<string, unknown>, token?: string): Promise<void> {
     await this.http.json("POST", path(nodeRunId, ":checkpoint"), { checkpoint }, { headers: auth(token) });

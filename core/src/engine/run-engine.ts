@@ -13,6 +13,7 @@ import type { NodeRunRecord, RunRecord } from "../store/run-store.js";
 import { EngineCore } from "./engine-core.js";
 import { Dispatcher } from "./dispatch.js";
 import { Results, type ProgressReport } from "./results.js";
+import { OutputDeltas, type OutputDeltaReport } from "./output-deltas.js";
 import { Children } from "./children.js";
 import { RunLifecycle } from "./run-lifecycle.js";
 import type { EventHub } from "./event-hub.js";
@@ -49,6 +50,7 @@ export class RunEngine {
   private readonly core: EngineCore;
   private readonly dispatcher: Dispatcher;
   private readonly results: Results;
+  private readonly outputDeltas: OutputDeltas;
   private readonly children: Children;
   private readonly lifecycle: RunLifecycle;
   private readonly tickMs: number;
@@ -70,6 +72,7 @@ export class RunEngine {
     this.hub = this.core.hub;
     this.dispatcher = new Dispatcher(this.core, o.maxInFlight ?? 1024);
     this.results = new Results(this.core, this.dispatcher);
+    this.outputDeltas = new OutputDeltas(this.core);
     this.dispatcher.onAnswer = (answer) => this.recordAnswer(answer);
     this.children = new Children(this.core, this.dispatcher);
     this.lifecycle = new RunLifecycle(this.core, this.dispatcher);
@@ -207,6 +210,11 @@ export class RunEngine {
   /** POST /v1/node-runs/{id}:progress: true when a `node_run_progress` event was written. */
   reportProgress(nodeRunId: string, report: ProgressReport, caller: Caller = {}): Promise<boolean> {
     return this.results.progress(nodeRunId, report, caller).catch(movedAway);
+  }
+
+  /** POST /v1/node-runs/{id}:output-delta: true when a `node_run_output_delta` event was written. */
+  reportOutputDelta(nodeRunId: string, delta: OutputDeltaReport, caller: Caller = {}): Promise<boolean> {
+    return this.outputDeltas.record(nodeRunId, delta, caller).catch(movedAway);
   }
 
   /** POST /v1/node-runs/{id}:checkpoint. */

@@ -81,6 +81,7 @@ export const ROUTE_ACCESS: Readonly<Record<ServiceName, readonly RouteAccess[]>>
     { method: "POST", path: "/v1/node-runs/{node_run_id}:evaluation", scope: "node-runs:write", assignment: true },
     { method: "POST", path: "/v1/node-runs/{node_run_id}:complete", scope: "node-runs:write", assignment: true },
     { method: "POST", path: "/v1/node-runs/{node_run_id}:progress", scope: "node-runs:write", assignment: true },
+    { method: "POST", path: "/v1/node-runs/{node_run_id}:output-delta", scope: "node-runs:write", assignment: true },
     { method: "POST", path: "/v1/node-runs/{node_run_id}:checkpoint", scope: "node-runs:write", assignment: true },
   ],
   "atomic-executor": [

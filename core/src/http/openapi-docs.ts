@@ -181,6 +181,14 @@ const COORDINATOR_DOCS: Record<string, RouteDoc> = {
       "An executor reports `{ progress, total?, message? }` with the NodeRun's assignment token; it is recorded as a `node_run_progress` event while the NodeRun is running, and dropped otherwise or when reported too often.",
     answers: { 204: NO_CONTENT, 404: NOT_FOUND_NODE_RUN },
   },
+  "POST /v1/node-runs/{node_run_id}:output-delta": {
+    operationId: "reportNodeRunOutputDelta",
+    summary: "Report text an atomic execution wrote, as it came (extension)",
+    tags: ["node-runs"],
+    description:
+      "An executor reports `{ text, index, offset, attempt, truncated? }` (what `ctx.reportOutputDelta` wrote, in order) with the NodeRun's assignment token; it is recorded as a `node_run_output_delta` event while that attempt of the NodeRun is running, once per index, and dropped otherwise or past the per-attempt bounds.",
+    answers: { 204: NO_CONTENT, 404: NOT_FOUND_NODE_RUN },
+  },
 };
 
 const EXECUTOR_DOCS: Record<string, RouteDoc> = {

@@ -37,6 +37,20 @@ export const MAX_CHECKPOINT_BYTES = 16_384;
  * The body of `POST /v1/node-runs/{id}:progress` (an extension): how far an execution is, as MCP progress
  * notifications say it (`progress` grows; `total` when known; a short `message`).
  */
+/** `POST /v1/node-runs/{id}:output-delta` (an extension): text an execution wrote, in order (core/engine/output-deltas.ts). */
+export const outputDeltaBody = {
+  type: "object",
+  additionalProperties: false,
+  required: ["text", "index", "offset", "attempt"],
+  properties: {
+    text: { type: "string", maxLength: 65536 },
+    index: { type: "integer", minimum: 0 },
+    offset: { type: "integer", minimum: 0 },
+    attempt: { type: "integer", minimum: 1 },
+    truncated: { type: "boolean" },
+  },
+} as const;
+
 export const progressBody = {
   type: "object",
   additionalProperties: false,

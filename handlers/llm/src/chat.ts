@@ -18,6 +18,7 @@ import { defineAtomic, HandlerError, retryAfterMs, upstreamUnavailableError, typ
 import { costOf, loadLlmConfig, priceOf, profileFor, type LlmConfig, type LlmProfile, type StructuredMode } from "./config.js";
 import { describeErrors, dropStrictNulls, parseJsonAnswer, strictSchema, validatorOf } from "./structured.js";
 import { fail } from "./failure-codes.js";
+import { readChatStream } from "./stream.js";
 
 export const LLM_MAX_TOKENS_EXTENSION = "nodefabric.llm.max_tokens";
 /** Output tokens reserved when a call names no `max_output_tokens`. */
@@ -177,41 +178,91 @@ async function send(ctx: AtomicContext, profile: LlmProfile, body: Record<string
     const { scriptedCompletion } = await import("@nodefabric/sdk/testing");
     const answer = scriptedCompletion(body as never, { fixtures: profile.scripted.fixtures as never, model: profile.model });
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
-    if (answer.status >= 200 && answer.status < 300) return { ok: true, completion: JSON.parse(text) as Completion };
+    if (answer.status >= 200 && answer.status < 300) {
+      const completion = JSON.parse(text) as Completion;
+      // The scripted profile streams too, in one piece: follow and the console show its answer as a real model's.
+      const content = completion.choices?.[0]?.message?.content;
+      if (typeof content === "string" && content) ctx.reportOutputDelta(content);
+      return { ok: true, completion };
+    }
     return { ok: false, status: answer.status, headers: new Headers(answer.headers), text };
   }
   const url = `${profile.base_url}/chat/completions`;
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "user-agent": "nodefabric-llm" };
+  const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream, application/json", "user-agent": "nodefabric-llm" };
   if (key) headers.authorization = `Bearer ${key}`;
   const timeoutMs = Math.max(1, Math.min(profile.timeout_ms, ctx.deadline - Date.now()));
   const timeout = AbortSignal.timeout(timeoutMs);
+  const timedOut = () => fail("upstream_timeout", `the LLM endpoint of profile "${profile.name}" did not answer within ${timeoutMs} ms`, { retryable: true, details: { profile: profile.name, timeout_ms: timeoutMs } });
   let res: Response;
   try {
-    // Never redirected: the key belongs to this host alone.
-    res = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), redirect: "manual", signal: AbortSignal.any([ctx.signal, timeout]) });
+    // Through the executor's egress policy (its client span, its refusals); the URL is the operator's, so a model
+    // server on loopback or a private network is allowed (docs/llm.md). Never redirected: the key belongs to this
+    // host alone. The egress timer is given a second more than the profile's, so the profile's names the failure.
+    res = await ctx.egress.fetch(url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      redirect: "manual",
+      signal: timeout,
+      timeoutMs: timeoutMs + 1000,
+      operatorConfigured: true,
+    } as RequestInit);
   } catch (err) {
     if (ctx.signal.aborted) throw err;
-    if (timeout.aborted) {
-      throw fail("upstream_timeout", `the LLM endpoint of profile "${profile.name}" did not answer within ${timeoutMs} ms`, { retryable: true, details: { profile: profile.name, timeout_ms: timeoutMs } });
-    }
+    if (timeout.aborted) throw timedOut();
+    if (HandlerError.is(err)) throw err;
     throw upstreamUnavailableError(err, new URL(url)) ?? fail("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" could not be reached: ${(err as Error).message}`, { retryable: true, details: { profile: profile.name } });
   }
-  const text = await readText(res, profile, ctx);
   if (res.status >= 300 && res.status < 400) {
+    await res.body?.cancel().catch(() => undefined);
     throw fail("llm_bad_request", `the LLM endpoint of profile "${profile.name}" answered a redirect (${res.status}); requests are never redirected, so set base_url to where it points`, {
       retryable: false,
       details: { status: res.status, profile: profile.name },
     });
   }
+  const streamed = res.ok && /^text\/event-stream\b/i.test(res.headers.get("content-type") ?? "") && res.body !== null;
+  if (streamed) return { ok: true, completion: await readStream(res.body!, ctx, profile, timeout, timedOut) };
+  // An error, or a server that ignored `stream` and answered JSON.
+  const text = await readText(res, profile, ctx, timeout, timedOut);
   if (!res.ok) return { ok: false, status: res.status, headers: res.headers, text };
   try {
-    return { ok: true, completion: JSON.parse(text) as Completion };
+    const completion = JSON.parse(text) as Completion;
+    const content = completion.choices?.[0]?.message?.content;
+    if (typeof content === "string" && content) ctx.reportOutputDelta(content);
+    return { ok: true, completion };
   } catch {
     throw fail("upstream_error", `the LLM endpoint of profile "${profile.name}" answered ${res.status} with a body that is not JSON`, { retryable: true, details: { status: res.status, profile: profile.name } });
   }
 }
 
-async function readText(res: Response, profile: LlmProfile, ctx: AtomicContext): Promise<string> {
+/** A streamed answer, folded into the completion it adds up to; its text reported as it arrives. */
+async function readStream(body: ReadableStream<Uint8Array>, ctx: AtomicContext, profile: LlmProfile, timeout: AbortSignal, timedOut: () => HandlerError): Promise<Completion> {
+  const end = await readChatStream(body, (text) => ctx.reportOutputDelta(text), MAX_ANSWER_BYTES);
+  if (end.kind === "done") return end.completion as Completion;
+  if (ctx.signal.aborted) throw ctx.signal.reason ?? new DOMException("the node run was stopped", "AbortError");
+  if (timeout.aborted) throw timedOut();
+  if (end.kind === "error") {
+    // An error sent once the answer had begun (its status was already 200): the server failed midway, so the call
+    // is worth making again unless the error says it was the request's fault.
+    const err = readErrorBody(end.text);
+    const details: Record<string, unknown> = { profile: profile.name, mid_stream: true };
+    if (err.message !== undefined) details.upstream_message = err.message;
+    if (err.type !== undefined) details.upstream_type = err.type;
+    if (err.code !== undefined) details.upstream_code = err.code;
+    const said = err.message ? `: ${err.message}` : "";
+    const clientFault = /invalid_request|bad_request|context_length|content_filter/i.test(`${err.type ?? ""} ${err.code ?? ""}`);
+    if (clientFault) throw fail("llm_bad_request", `the LLM endpoint of profile "${profile.name}" failed the answer midway${said}`, { retryable: false, details });
+    throw fail("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" failed the answer midway${said}`, { retryable: true, details });
+  }
+  const cause = end.cause;
+  if (HandlerError.is(cause)) throw cause;
+  throw fail("upstream_unavailable", `the LLM endpoint of profile "${profile.name}" ended its streamed answer before the end${cause instanceof Error ? `: ${cause.message}` : ""}`, {
+    retryable: true,
+    details: { profile: profile.name, mid_stream: true },
+  });
+}
+
+async function readText(res: Response, profile: LlmProfile, ctx: AtomicContext, timeout: AbortSignal, timedOut: () => HandlerError): Promise<string> {
   const length = Number(res.headers.get("content-length"));
   if (Number.isFinite(length) && length > MAX_ANSWER_BYTES) {
     await res.body?.cancel();
@@ -221,6 +272,8 @@ async function readText(res: Response, profile: LlmProfile, ctx: AtomicContext):
     return await res.text();
   } catch (err) {
     if (ctx.signal.aborted) throw err;
+    if (timeout.aborted) throw timedOut();
+    if (HandlerError.is(err)) throw err;
     throw upstreamUnavailableError(err) ?? err;
   }
 }
@@ -288,7 +341,9 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
   // max_tokens is what every OpenAI-compatible server reads; OpenAI's newer models refuse it for max_completion_tokens,
   // which their 400 names: the request is then sent again with that field (below), as many servers do not know it.
   let limitField = "max_tokens";
-  const base: Record<string, unknown> = { model, messages: inputs.messages };
+  // Streamed, with the usage in a last chunk; a server that refuses stream_options is asked again without it.
+  let streamOptions = true;
+  const base: Record<string, unknown> = { model, messages: inputs.messages, stream: true };
   if (inputs.temperature !== undefined) base.temperature = inputs.temperature;
   if (inputs.seed !== undefined) base.seed = inputs.seed;
   if (inputs.tools) base.tools = inputs.tools;
@@ -312,6 +367,7 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
   for (let i = 0; i < modes.length; i++) {
     const mode = modes[i];
     const body: Record<string, unknown> = { ...base, [limitField]: maxOut };
+    if (streamOptions) body.stream_options = { include_usage: true };
     if (schema && mode === "json_schema") {
       const strict = strictSchema(schema);
       body.response_format = { type: "json_schema", json_schema: { name, schema: strict.schema, strict: strict.strict } };
@@ -328,6 +384,11 @@ async function handleChat(inputs: ChatInputs, ctx: AtomicContext): Promise<ChatO
       const err = readErrorBody(sent.text);
       if (sent.status === 400 && limitField === "max_tokens" && /max_completion_tokens/.test(`${err.param ?? ""} ${err.message ?? ""}`)) {
         limitField = "max_completion_tokens";
+        i--;
+        continue;
+      }
+      if (sent.status === 400 && streamOptions && /stream_options|include_usage/.test(`${err.param ?? ""} ${err.message ?? ""}`)) {
+        streamOptions = false;
         i--;
         continue;
       }

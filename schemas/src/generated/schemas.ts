@@ -1641,7 +1641,7 @@ export const schemas = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://nodefabric.dev/schemas/v1/run_event_type.schema.json",
     "title": "RunEventType",
-    "description": "The kind of a RunEvent: the ten ARP types plus NodeFabric's node-run lifecycle, approval and progress events.",
+    "description": "The kind of a RunEvent: the ten ARP types plus NodeFabric's node-run lifecycle, approval, progress and output-delta events.",
     "type": "string",
     "enum": [
       "run_started",
@@ -1660,7 +1660,8 @@ export const schemas = {
       "node_run_retrying",
       "approval_requested",
       "approval_resolved",
-      "node_run_progress"
+      "node_run_progress",
+      "node_run_output_delta"
     ]
   },
   run_list: {

@@ -32,9 +32,9 @@ export type NodeTypeVersions = string[]
  */
 export type RunState = ("queued" | "running" | "completed" | "failed" | "canceled")
 /**
- * The kind of a RunEvent: the ten ARP types plus NodeFabric's node-run lifecycle, approval and progress events.
+ * The kind of a RunEvent: the ten ARP types plus NodeFabric's node-run lifecycle, approval, progress and output-delta events.
  */
-export type RunEventType = ("run_started" | "node_run_assigned" | "composite_decomposed" | "candidate_set_generated" | "subtask_mapped" | "atomic_executed" | "node_evaluated" | "recovery_applied" | "policy_decided" | "run_completed" | "node_run_created" | "node_run_started" | "node_run_completed" | "node_run_retrying" | "approval_requested" | "approval_resolved" | "node_run_progress")
+export type RunEventType = ("run_started" | "node_run_assigned" | "composite_decomposed" | "candidate_set_generated" | "subtask_mapped" | "atomic_executed" | "node_evaluated" | "recovery_applied" | "policy_decided" | "run_completed" | "node_run_created" | "node_run_started" | "node_run_completed" | "node_run_retrying" | "approval_requested" | "approval_resolved" | "node_run_progress" | "node_run_output_delta")
 /**
  * Answer to GET /v1/runs: a plain array of recent Runs.
  */

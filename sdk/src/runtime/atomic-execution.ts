@@ -11,6 +11,7 @@ import { networkFailureCause, upstreamUnavailableError, UPSTREAM_UNAVAILABLE, ty
 import type { AtomicContext, AtomicDefinition, FabricDefinition, HandlerLogger, HandlerSecrets, JsonObject } from "../types.js";
 import { createHandlerEgress, createHandlerFetch, createHandlerRequest, type UpstreamTracer } from "./handler-fetch.js";
 import type { SecretBindings } from "./handler-secrets.js";
+import { OUTPUT_DELTA_CLOSE_MS, OutputDeltaStream, type OutputDeltaSender } from "./output-deltas.js";
 import { dedupeIssues, issuesFromAjv } from "./schema-issues.js";
 
 /** Where an execution reads time: the fabric passes its one clock, so tests that move it move executions too. */
@@ -82,6 +83,11 @@ export interface ExecuteOptions {
   upstreamDispatcher: Dispatcher;
   /** Where `ctx.egress.fetch` connects: the pool that checks every address against the operator's egress policy. */
   egressDispatcher: Dispatcher;
+  /**
+   * Where `ctx.egress.fetch` with `operatorConfigured: true` connects: the same policy with private addresses allowed
+   * (default: `egressDispatcher`).
+   */
+  configuredEgressDispatcher?: Dispatcher;
   /** The hosts each secret may go to through `ctx.egress.secretFor`. */
   secretBindings: Pick<SecretBindings, "refusal">;
   /** Traces the handler's upstream calls (`ctx.fetch`, `ctx.request`, `ctx.egress.fetch`), when the executor is traced. */
@@ -92,6 +98,8 @@ export interface ExecuteOptions {
   onProgress?: (report: ProgressReport) => void;
   /** Where `ctx.saveCheckpoint` goes (the coordinator); without it, saving a checkpoint rejects. */
   saveCheckpoint?: (data: Record<string, unknown>) => Promise<void>;
+  /** Where `ctx.reportOutputDelta` goes, coalesced and in order (output-deltas.ts); without it, deltas are dropped. */
+  onOutputDelta?: OutputDeltaSender;
 }
 
 /** What `ctx.reportProgress` reports. */
@@ -300,6 +308,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   let requestFn: AtomicContext["request"] | undefined;
   let egress: AtomicContext["egress"] | undefined;
   const progress_ = progressThrottle(options.onProgress);
+  const deltas = new OutputDeltaStream(options.onOutputDelta, attempt);
   const ctx: AtomicContext = {
     run_id: request.run_id,
     node_run_id: request.node_run_id,
@@ -319,7 +328,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
     },
     secrets: options.secrets,
     get egress() {
-      return (egress ??= createHandlerEgress(signal, options.fetchTimeoutMs, options.egressDispatcher, options.secrets, options.secretBindings, options.traceUpstream));
+      return (egress ??= createHandlerEgress(signal, options.fetchTimeoutMs, options.egressDispatcher, options.secrets, options.secretBindings, options.traceUpstream, options.configuredEgressDispatcher));
     },
     nodeType,
     ...(request.constraints ? { constraints: request.constraints } : {}),
@@ -347,6 +356,10 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
       if (typeof message === "string" && message !== "") r.message = message.length > 1024 ? message.slice(0, 1023) + "…" : message;
       progress_.report(r);
     },
+    reportOutputDelta(text: string) {
+      if (typeof text !== "string") throw new TypeError(`ctx.reportOutputDelta takes a string, not ${describeValue(text)}`);
+      deltas.write(text);
+    },
   };
 
   const handler = (loaded.definition as AtomicDefinition<unknown, unknown>).handler;
@@ -364,6 +377,9 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   const outcome = await Promise.race([handled, stopped]);
   clearTimeout(timer);
   progress_.stop();
+  // What the handler wrote reaches the run before its result does (bounded, and never past the deadline).
+  if (signal.aborted) deltas.stop();
+  else await deltas.close(Math.min(OUTPUT_DELTA_CLOSE_MS, deadline - Date.now()));
 
   if (signal.aborted) {
     if (!settled) {

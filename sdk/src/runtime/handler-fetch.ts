@@ -159,7 +159,15 @@ function deniedError(denied: EgressDenial, target: string): HandlerError {
 /** The longest a `final` egress request (one made after the execution stopped) may take. */
 export const FINAL_REQUEST_MS = 5_000;
 
-export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, dispatcher: Dispatcher, secrets: HandlerSecrets, bindings: Pick<SecretBindings, "refusal">, traceUpstream?: UpstreamTracer): HandlerEgress {
+export function createHandlerEgress(
+  signal: AbortSignal,
+  timeoutMs: number,
+  dispatcher: Dispatcher,
+  secrets: HandlerSecrets,
+  bindings: Pick<SecretBindings, "refusal">,
+  traceUpstream?: UpstreamTracer,
+  configuredDispatcher: Dispatcher = dispatcher,
+): HandlerEgress {
   const fetch: typeof globalThis.fetch = async (input, init) => {
     if (typeof input !== "string" && !(input instanceof URL)) throw new TypeError("ctx.egress.fetch takes a URL (a string or a URL), not a Request");
     const target = String(input);
@@ -181,7 +189,10 @@ export function createHandlerEgress(signal: AbortSignal, timeoutMs: number, disp
     if (traced) for (const [k, v] of Object.entries(traced.headers)) if (!headers.has(k)) headers.set(k, v);
     try {
       // undici's own fetch: the dispatcher is honoured there, whatever version of undici Node bundles.
-      const res = (await undiciFetch(target, { ...(init as UndiciRequestInit), headers: Object.fromEntries(headers), signal: AbortSignal.any(signals), dispatcher })) as unknown as Response;
+      // A URL from the operator's own configuration (`operatorConfigured`, an LLM profile's base_url) may also reach
+      // loopback and private addresses, as with executor.egress.allow_private; never metadata or reserved ones.
+      const via = (init as { operatorConfigured?: unknown } | undefined)?.operatorConfigured === true ? configuredDispatcher : dispatcher;
+      const res = (await undiciFetch(target, { ...(init as UndiciRequestInit), headers: Object.fromEntries(headers), signal: AbortSignal.any(signals), dispatcher: via })) as unknown as Response;
       traced?.end(res.status);
       return res;
     } catch (err) {

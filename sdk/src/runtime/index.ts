@@ -16,6 +16,7 @@ export {
   type RuntimeLogger,
   type StopKind,
 } from "./atomic-execution.js";
+export { OutputDeltaStream, OUTPUT_DELTA_INTERVAL_MS, OUTPUT_DELTA_MAX_CHARS, OUTPUT_DELTA_MAX_EVENTS, type OutputDelta, type OutputDeltaSender } from "./output-deltas.js";
 export { createHandlerEgress, createHandlerFetch, createHandlerRequest, EGRESS_DENIED_CODE, USER_AGENT, type EgressDenial, type UpstreamTrace, type UpstreamTracer } from "./handler-fetch.js";
 export {
   checkSecretHost,

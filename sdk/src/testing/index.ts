@@ -17,6 +17,7 @@ export {
 /** What a definition the harness refuses throws. */
 export { DefinitionError } from "../runtime/definition-check.js";
 /** A scripted OpenAI-compatible chat completions server on loopback, for testing LLM node types with no model. */
+export { completionChunks } from "./stand-in-stream.js";
 export {
   startLlmStandIn,
   scriptedCompletion,

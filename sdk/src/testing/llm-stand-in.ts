@@ -5,11 +5,17 @@
  * real servers do wrong: 429 with `retry-after` / `retry-after-ms`, 500, 401 (OpenAI's and llama.cpp's error shapes),
  * hangs, `finish_reason: "length"`, refusals, malformed JSON, and servers that refuse `json_schema`.
  *
+ * A request with `stream: true` is answered as OpenAI streams (stand-in-stream.ts): Server-Sent Events of
+ * `chat.completion.chunk`s, the content and tool calls' arguments in pieces, the usage in a last chunk when
+ * `stream_options.include_usage` asks, then `[DONE]`; or, with `ignoreStream`, as a server that ignores `stream`.
+ * Streams can fail midway: an error event in OpenAI's shape (`stream_error`) or the connection cut (`stream_cut`).
+ *
  * `scriptedCompletion()` is the same answering logic without the server (the `scripted` profile of
  * @nodefabric/handler-llm uses it, so a new user can try a planner with no model at all).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { includeUsage, isCompletion, streamAnswer } from "./stand-in-stream.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonSchema = { [key: string]: unknown };
@@ -43,7 +49,11 @@ export type StandInStep =
         | "refusal"
         | "malformed_json"
         | "no_json_schema"
-        | "hang";
+        | "hang"
+        /** Streams part of an answer, then an error event in OpenAI's shape, and ends (a request without stream: 500). */
+        | "stream_error"
+        /** Streams part of an answer, then cuts the connection (a request without stream: the connection cut). */
+        | "stream_cut";
       retry_after?: string;
       retry_after_ms?: number;
     };
@@ -90,6 +100,12 @@ export interface LlmStandInOptions {
   apiKey?: string;
   /** The model name answers carry when the request names none (default "scripted-model"). */
   model?: string;
+  /** Answer `stream: true` requests with plain JSON, as servers that ignore `stream` do. */
+  ignoreStream?: boolean;
+  /** Characters of content (and of tool-call arguments) per streamed chunk (default 4). */
+  chunkChars?: number;
+  /** Milliseconds between streamed chunks (default 0). */
+  chunkDelayMs?: number;
 }
 
 /** What the stand-in recorded of one request. */
@@ -196,6 +212,8 @@ export interface ScriptedAnswer {
   headers: Record<string, string>;
   body: Json | string;
   hang?: boolean;
+  /** A streamed answer that breaks midway: an error event, or the connection cut. */
+  breaks?: "error" | "cut";
 }
 
 function openAiError(message: string, type: string, code: string | null, param: string | null = null): Json {
@@ -240,6 +258,11 @@ function answerStep(body: ChatRequestBody, step: StandInStep, model: string): Sc
       return ok(completion(body, { content: "{ this is not json" }, "stop", model));
     case "hang":
       return { status: 200, headers: json, body: "", hang: true };
+    case "stream_error":
+    case "stream_cut":
+      if (body.stream === true) return { ...ok(completion(body, { content: "This answer breaks off midway through" }, "stop", model)), breaks: step.fail === "stream_error" ? "error" : "cut" };
+      if (step.fail === "stream_error") return answerStep(body, { fail: "server_error" }, model);
+      return { status: 200, headers: json, body: "", breaks: "cut" };
   }
 }
 
@@ -319,6 +342,10 @@ export async function startLlmStandIn(options: LlmStandInOptions = {}): Promise<
       return;
     }
     call.status = answer.status;
+    if (answer.breaks === "cut" && body.stream !== true) return void res.socket?.destroy();
+    if (body.stream === true && !options.ignoreStream && answer.status === 200 && isCompletion(answer.body)) {
+      return streamAnswer(res, answer.body, { chunkChars: options.chunkChars ?? 4, delayMs: options.chunkDelayMs ?? 0, usage: includeUsage(body), breaks: answer.breaks });
+    }
     send(answer.status, answer.body, answer.headers);
   };
 

@@ -13,7 +13,7 @@ import { ref } from "../../http/validation.js";
 import { clock } from "../../clock.js";
 import { canonicalJson } from "../../canonical-json.js";
 import type { HandlerSecrets } from "@nodefabric/sdk";
-import { executeAtomic, Execution, SecretBindings } from "@nodefabric/sdk/runtime";
+import { executeAtomic, Execution, SecretBindings, type OutputDeltaSender } from "@nodefabric/sdk/runtime";
 import type { LoadedDefinition, LoadedHandlers } from "./handler-loader.js";
 import { createEgressDispatcher, EgressPolicy, type EgressOptions } from "./egress-policy.js";
 import { handlersCheck, logFailedLoads } from "./handlers-check.js";
@@ -145,6 +145,10 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
   const secrets: HandlerSecrets = { get: (name) => (Object.hasOwn(secretValues, name) ? secretValues[name] : undefined) };
   // Egress-checked connections for ctx.egress (http.request): checked at connect time against the operator's policy.
   const egressDispatcher = createEgressDispatcher(new EgressPolicy(options.egress));
+  // The same policy for URLs of the operator's own configuration (`operatorConfigured`: an LLM profile's base_url),
+  // with private addresses allowed; opened when first used.
+  let configuredDispatcher: Dispatcher | undefined;
+  const configuredEgressDispatcher = (): Dispatcher => (configuredDispatcher ??= createEgressDispatcher(new EgressPolicy({ ...options.egress, allowPrivate: true })));
   const secretBindings = new SecretBindings(options.secretHosts);
   const cache = new ResultCache(options.resultCacheSize ?? RESULT_CACHE_MAX_ENTRIES, options.resultCacheTtlMs ?? RESULT_CACHE_TTL_MS, options.resultCacheBytes ?? RESULT_CACHE_MAX_BYTES);
   const running = new Map<string, Set<Execution>>();
@@ -218,6 +222,20 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     };
   };
 
+  // Output deltas go the same way, one at a time; the executor's output-deltas stream retries one that fails.
+  const outputDeltaSender = (request: AtomicExecuteRequest, mintToken?: () => Promise<string>): OutputDeltaSender | undefined => {
+    const to = coordinatorOf(request, mintToken);
+    if (!to) return undefined;
+    return async (delta) => {
+      try {
+        await to.client.reportOutputDelta(request.node_run_id, delta, await to.token());
+      } catch (err) {
+        app.log.debug({ err, run_id: request.run_id, node_run_id: request.node_run_id, index: delta.index }, "an output delta did not reach the coordinator");
+        throw err;
+      }
+    };
+  };
+
   const wasCanceled = (nodeRunId: string): boolean => {
     const at = canceled.get(nodeRunId);
     if (at === undefined) return false;
@@ -258,6 +276,9 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
           fetchTimeoutMs,
           upstreamDispatcher,
           egressDispatcher,
+          get configuredEgressDispatcher() {
+            return configuredEgressDispatcher();
+          },
           secretBindings,
           traceUpstream: tracingOn() ? traceUpstream : undefined,
           onAbandoned: (delta) => {
@@ -265,6 +286,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
           },
           onProgress: progressSender(request, mintToken),
           saveCheckpoint: checkpointSaver(request, mintToken),
+          onOutputDelta: outputDeltaSender(request, mintToken),
         });
         if (span.isRecording()) {
           span.setAttribute(ATTR.state, result.state);
@@ -374,6 +396,7 @@ export async function buildAtomicExecutor(options: AtomicExecutorOptions): Promi
     await implemented?.close();
     await ownDispatcher?.close();
     await egressDispatcher.close();
+    await configuredDispatcher?.close();
     await Promise.all([...coordinators.values()].map((c) => c.close().catch(() => undefined)));
   });
 

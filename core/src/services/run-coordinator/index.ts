@@ -5,7 +5,7 @@
 import type { CandidateSet } from "@nodefabric/schemas";
 import { SelectionClient } from "../../clients/selection-client.js";
 import { invalidRequest } from "../../http/errors.js";
-import { MAX_CHECKPOINT_BYTES, checkpointBody, eventsQuery, nodeRunParams, progressBody, runParams } from "../run-api-schemas.js";
+import { MAX_CHECKPOINT_BYTES, checkpointBody, eventsQuery, nodeRunParams, outputDeltaBody, progressBody, runParams } from "../run-api-schemas.js";
 import { approvalDecisionRoute, decisionReason } from "../approval-decision.js";
 import os from "node:os";
 import { randomBytes } from "node:crypto";
@@ -20,6 +20,7 @@ import { HttpExecutorCaller } from "../../clients/executor-client.js";
 import { HttpPolicyClient } from "../../clients/pdp-client.js";
 import { RegistryResolver, type NodeTypeResolver } from "../../engine/node-type-resolver.js";
 import { RunEngine, type ExecutorCaller, type PolicyClient } from "../../engine/run-engine.js";
+import type { OutputDeltaReport } from "../../engine/output-deltas.js";
 import type { RunStore, SharedRunStore } from "../../store/run-store.js";
 import type { HealthCheck } from "../../http/service.js";
 import { openSqliteRunStore, SqliteRunStore } from "../../store/sqlite-run-store.js";
@@ -268,6 +269,16 @@ export async function buildRunCoordinator(options: RunCoordinatorOptions): Promi
     const { node_run_id } = req.params as { node_run_id: string };
     if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
     await engine.reportProgress(node_run_id, req.body as { progress: number; total?: number; message?: string }, callerOf(req));
+    return reply.code(204).send();
+  });
+
+  // An extension: text an atomic execution wrote as it came (an LLM's answer), recorded in order as a
+  // node_run_output_delta event (or dropped when the NodeRun is not running, the delta was sent before, or a bound
+  // was reached), 204 either way.
+  app.post("/v1/node-runs/:node_run_id(.+)::output-delta", { schema: { params: nodeRunParams, body: outputDeltaBody } }, async (req, reply) => {
+    const { node_run_id } = req.params as { node_run_id: string };
+    if (await forwarded(req, reply, () => runOfNodeRun(node_run_id))) return reply;
+    await engine.reportOutputDelta(node_run_id, req.body as OutputDeltaReport, callerOf(req));
     return reply.code(204).send();
   });
 
