@@ -43,6 +43,7 @@ export const ISOLATED = [
   "handlers/mcp/test/mcp-stdio-config.test.ts",
   // They set FABRIC_LLM_* for the fabric they start (llm.chat reads its endpoint from the environment).
   "handlers/llm/test/chat.test.ts",
+  "handlers/llm/test/chat-stream.test.ts",
   "handlers/llm/test/planner.test.ts",
   "handlers/llm/test/planner-policy.test.ts",
   "handlers/llm/test/agent.test.ts",

@@ -29,6 +29,7 @@ export {
   type StandInFixture,
   type StandInCall,
   type StandInUsage,
+  type StreamPace,
   type ChatRequestBody,
   type ScriptedAnswer,
 } from "./llm-stand-in.js";

@@ -33,7 +33,7 @@ export interface ChatRequestBody {
 /** One answer the stand-in gives. Steps are used in order; once used up, fixtures and then built answers follow. */
 export type StandInStep =
   /** A normal answer whose message content is this text (or this value as JSON). */
-  | { content: string | Json; finish_reason?: string; usage?: Partial<StandInUsage> }
+  | { content: string | Json; finish_reason?: string; usage?: Partial<StandInUsage>; stream?: StreamPace }
   /** An answer with tool calls. */
   | { tool_calls: Array<{ name: string; arguments: Json | string }>; usage?: Partial<StandInUsage> }
   /** A raw HTTP answer. */
@@ -57,6 +57,12 @@ export type StandInStep =
       retry_after?: string;
       retry_after_ms?: number;
     };
+
+/** How a streamed answer comes: characters per chunk, milliseconds between chunks. */
+export interface StreamPace {
+  chunk_chars?: number;
+  delay_ms?: number;
+}
 
 export interface StandInUsage {
   prompt_tokens: number;
@@ -212,6 +218,10 @@ export interface ScriptedAnswer {
   headers: Record<string, string>;
   body: Json | string;
   hang?: boolean;
+  /** How it streams, when the step said. */
+  pace?: StreamPace;
+  /** Sent as it is, even to a request with `stream: true`. */
+  raw?: boolean;
   /** A streamed answer that breaks midway: an error event, or the connection cut. */
   breaks?: "error" | "cut";
 }
@@ -222,7 +232,8 @@ function openAiError(message: string, type: string, code: string | null, param: 
 
 function answerStep(body: ChatRequestBody, step: StandInStep, model: string): ScriptedAnswer {
   const ok = (json: Json): ScriptedAnswer => ({ status: 200, headers: { "content-type": "application/json" }, body: json });
-  if ("status" in step) return { status: step.status, headers: { "content-type": typeof step.body === "string" ? "text/plain" : "application/json", ...step.headers }, body: step.body ?? "" };
+  // A raw answer is sent as it is, never streamed (a server that ignores `stream` answers so).
+  if ("status" in step) return { status: step.status, headers: { "content-type": typeof step.body === "string" ? "text/plain" : "application/json", ...step.headers }, body: step.body ?? "", raw: true };
   if ("tool_calls" in step) {
     const tool_calls = step.tool_calls.map((t, i) => ({ id: `call_${i}`, type: "function", function: { name: t.name, arguments: typeof t.arguments === "string" ? t.arguments : JSON.stringify(t.arguments) } }));
     return ok(completion(body, { tool_calls }, "tool_calls", model, step.usage));
@@ -232,7 +243,7 @@ function answerStep(body: ChatRequestBody, step: StandInStep, model: string): Sc
     // A server forced to call a single tool answers with that call.
     const forced = body.tool_choice && typeof body.tool_choice === "object" ? (body.tool_choice as { function?: { name?: string } }).function?.name : undefined;
     if (forced) return ok(completion(body, { tool_calls: [{ id: "call_0", type: "function", function: { name: forced, arguments: text } }] }, "tool_calls", model, step.usage));
-    return ok(completion(body, { content: text }, step.finish_reason ?? "stop", model, step.usage));
+    return { ...ok(completion(body, { content: text }, step.finish_reason ?? "stop", model, step.usage)), ...(step.stream ? { pace: step.stream } : {}) };
   }
   const json = { "content-type": "application/json" };
   switch (step.fail) {
@@ -343,8 +354,8 @@ export async function startLlmStandIn(options: LlmStandInOptions = {}): Promise<
     }
     call.status = answer.status;
     if (answer.breaks === "cut" && body.stream !== true) return void res.socket?.destroy();
-    if (body.stream === true && !options.ignoreStream && answer.status === 200 && isCompletion(answer.body)) {
-      return streamAnswer(res, answer.body, { chunkChars: options.chunkChars ?? 4, delayMs: options.chunkDelayMs ?? 0, usage: includeUsage(body), breaks: answer.breaks });
+    if (body.stream === true && !options.ignoreStream && !answer.raw && answer.status === 200 && isCompletion(answer.body)) {
+      return streamAnswer(res, answer.body, { chunkChars: answer.pace?.chunk_chars ?? options.chunkChars ?? 4, delayMs: answer.pace?.delay_ms ?? options.chunkDelayMs ?? 0, usage: includeUsage(body), breaks: answer.breaks });
     }
     send(answer.status, answer.body, answer.headers);
   };
