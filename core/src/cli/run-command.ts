@@ -2,7 +2,7 @@
  * `fabric run <node_type_id>[@version]`: starts a run through the gateway and follows it live — a redrawn tree of
  * NodeRuns in a terminal, NDJSON events when piped or with --json — then prints the outputs or the error.
  * Without a version, the latest is asked of the Node Registry that the gateway names (GatewayClient.registryUrl).
- * Also registers `fabric runs …` (see runs-command.ts).
+ * Also registers `fabric runs …` (see runs-command.ts and runs-follow.ts).
  */
 import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
@@ -26,6 +26,7 @@ import {
 } from "./run-cli-context.js";
 import { RunTreeView, TerminalTreeRenderer, formatOutputs } from "./run-tree-view.js";
 import { runsCancel, runsEvents, runsGet, runsLs } from "./runs-command.js";
+import { runsFollow } from "./runs-follow.js";
 
 export interface RunCommandOptions {
   input?: string;
@@ -280,6 +281,16 @@ export function registerRunCommands(program: Command): void {
     .exitOverride(usageExit)
     .action(async (runId: string, opts: { gateway?: string; token?: string; afterSeq?: number; follow: boolean }) => {
       process.exitCode = await runsEvents(opts, runId, { afterSeq: opts.afterSeq, follow: opts.follow });
+    });
+  runs
+    .command("follow")
+    .description("follow a run for people: the text its NodeRuns write as it arrives (an LLM's answer), then the outputs")
+    .argument("<run_id>")
+    .addOption(gatewayOption())
+    .addOption(tokenOption())
+    .exitOverride(usageExit)
+    .action(async (runId: string, opts: { gateway?: string; token?: string }) => {
+      process.exitCode = await runsFollow(opts, runId);
     });
   runs
     .command("ls")

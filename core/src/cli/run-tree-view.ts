@@ -20,6 +20,8 @@ interface NodeRow {
 }
 
 const TERMINAL = new Set(["completed", "failed", "canceled"]);
+/** Characters of a NodeRun's streamed text kept for its note. */
+const STREAMED_TAIL = 60;
 const ICON: Record<string, string> = { queued: "·", assigned: "○", running: "▶", completed: "✓", failed: "✗", canceled: "⊘" };
 const COLOR: Record<string, number> = { running: 36, completed: 32, failed: 31, canceled: 33 };
 
@@ -102,6 +104,8 @@ export class RunTreeView {
   private messages: Message[] = [];
   /** The last progress message recorded per NodeRun, so a repeated one is not recorded again. */
   private readonly lastProgress = new Map<string, string>();
+  /** The end of the text each NodeRun is writing (node_run_output_delta), shown as its note while it runs. */
+  private readonly streamed = new Map<string, string>();
 
   constructor(readonly runId: string) {}
 
@@ -184,6 +188,15 @@ export class RunTreeView {
           this.lastProgress.set(r.id, data.message);
           this.record(r, t, count !== undefined ? `${data.message} (${count})` : data.message);
         }
+        return;
+      }
+      case "node_run_output_delta": {
+        // The end of the text being written, as the row's note (the whole text is in the outputs at the end).
+        if (TERMINAL.has(r.state) || typeof data.text !== "string") return;
+        const before = data.index === 0 ? "" : (this.streamed.get(r.id) ?? "");
+        const text = (before + data.text).slice(-STREAMED_TAIL);
+        this.streamed.set(r.id, text);
+        r.note = `“…${text.replace(/\s+/g, " ").trimStart()}”`;
         return;
       }
       case "approval_requested": {

@@ -13,7 +13,7 @@ export interface GatewayTarget {
   token?: string;
 }
 
-async function withGateway(target: GatewayTarget, body: (client: GatewayClient) => Promise<number>): Promise<number> {
+export async function withGateway(target: GatewayTarget, body: (client: GatewayClient) => Promise<number>): Promise<number> {
   let client: GatewayClient;
   try {
     client = new GatewayClient(gatewayUrlOf(target.gateway), clientAuthOptions(clientTokenOf(target.token)));

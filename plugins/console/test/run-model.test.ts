@@ -104,3 +104,22 @@ describe("the tree's rows", () => {
     expect(rows.some((r) => r.kind === "node" && r.node.id === "nr_9")).toBe(true);
   });
 });
+
+describe("RunModel: streamed text", () => {
+  it("gathers a NodeRun's node_run_output_delta text as it arrives, and starts again on a new attempt", () => {
+    const ev: RunEvent[] = [];
+    const add = (type: RunEvent["type"], data: Record<string, unknown>) => ev.push({ run_id: "run_1", seq: ev.length, type, time: T(ev.length), node_run_id: "nr_chat", data });
+    add("node_run_created", { node_type_ref: { node_type_id: "llm.chat", version: "1.0.0" }, kind: "atomic" });
+    add("node_run_started", { attempt: 1 });
+    add("node_run_output_delta", { text: "Half an", index: 0, offset: 0, attempt: 1 });
+    add("node_run_retrying", { attempt: 2 });
+    add("node_run_output_delta", { text: "The whole ", index: 0, offset: 0, attempt: 2, restarted: true });
+    const m = new RunModel();
+    m.applyAll(ev.slice(0, 3));
+    expect(m.nodes.get("nr_chat")!.streamed).toEqual({ text: "Half an", attempt: 1, truncated: false });
+    m.applyAll(ev);
+    add("node_run_output_delta", { text: "answer.", index: 1, offset: 10, attempt: 2, truncated: true });
+    m.applyAll(ev); // the earlier ones again change nothing
+    expect(m.nodes.get("nr_chat")!.streamed).toEqual({ text: "The whole answer.", attempt: 2, truncated: true });
+  });
+});

@@ -145,6 +145,9 @@ export class ProgressThrottle {
   private lastSent = 0;
   private pending: ProgressReport | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Output-delta text not yet sent, and whether the report waiting carries it. */
+  private text = "";
+  private pendingText = false;
 
   constructor(private readonly send: (r: ProgressReport) => void, private readonly intervalMs = 100) {}
 
@@ -156,7 +159,14 @@ export class ProgressThrottle {
     else if (e.type === "approval_requested") message = `waiting for approval ${String(data.approval_id ?? "")}`.trim();
     else if (e.type === "approval_resolved") message = `approval ${String(data.approval_id ?? "")} ${String(data.decision ?? data.state ?? "resolved")}`;
     else if (e.type === "node_run_retrying") message = `NodeRun ${e.node_run_id ?? ""} retrying`;
-    else if (e.type === "node_run_progress") {
+    else if (e.type === "node_run_output_delta" && typeof data.text === "string") {
+      // Text a NodeRun writes as it goes (an LLM's answer): each notification's message carries what came since the
+      // last one, so a client that joins the messages reads the answer being written.
+      this.text += data.text;
+      this.count += 1;
+      this.offer({ progress: this.count, message: this.text }, true);
+      return;
+    } else if (e.type === "node_run_progress") {
       // An executor's report (an upstream MCP server's progress, for mcp.call): its message, else "progress/total".
       const of = typeof data.total === "number" ? `/${data.total}` : "";
       message = typeof data.message === "string" ? data.message : typeof data.progress === "number" ? `progress ${data.progress}${of}` : "progress";
@@ -166,14 +176,18 @@ export class ProgressThrottle {
     this.offer({ progress: this.count, message });
   }
 
-  private offer(r: ProgressReport): void {
+  private offer(r: ProgressReport, text = false): void {
     const now = Date.now();
+    // A report of another kind waiting would replace the text not yet sent: that text goes first.
+    if (!text && this.pendingText) this.flush();
     if (now - this.lastSent >= this.intervalMs && !this.timer) {
       this.lastSent = now;
+      if (text) this.text = "";
       this.send(r);
       return;
     }
     this.pending = r;
+    this.pendingText = text;
     this.timer ??= setTimeout(() => this.flush(), Math.max(0, this.intervalMs - (now - this.lastSent)));
   }
 
@@ -185,6 +199,8 @@ export class ProgressThrottle {
       this.lastSent = Date.now();
       const p = this.pending;
       this.pending = undefined;
+      if (this.pendingText) this.text = "";
+      this.pendingText = false;
       this.send(p);
     }
   }

@@ -28,6 +28,8 @@ export interface NodeView {
   children: string[];
   /** Every event about this NodeRun, in seq order. */
   events: RunEvent[];
+  /** The text it is writing (node_run_output_delta events) of its latest attempt that wrote any. */
+  streamed?: { text: string; attempt: number; truncated: boolean };
 }
 
 const RANK: Record<NodeState, number> = { queued: 0, assigned: 1, running: 2, completed: 3, failed: 3, canceled: 3 };
@@ -136,6 +138,15 @@ export class RunModel {
       case "approval_resolved":
         node.approvalId = undefined;
         break;
+      case "node_run_output_delta": {
+        if (typeof d.text !== "string") break;
+        const of = attempt ?? node.attempt;
+        // A new attempt writes its text from the start (the call was made again).
+        if (!node.streamed || node.streamed.attempt !== of || d.index === 0) node.streamed = { text: "", attempt: of, truncated: false };
+        node.streamed.text += d.text;
+        if (d.truncated === true) node.streamed.truncated = true;
+        break;
+      }
     }
   }
 

@@ -181,6 +181,21 @@ function LlmCall(props: { call: LlmCallView }) {
   );
 }
 
+/** The text a NodeRun writes as it goes (an LLM's answer, from node_run_output_delta events), as it arrives. */
+export function StreamedText(props: { streamed: NonNullable<NodeView["streamed"]>; writing: boolean; testid: string }) {
+  const { streamed } = props;
+  return (
+    <>
+      <h2>{props.writing ? "Writing…" : "Text written"}</h2>
+      <pre class="streamed-text" data-testid={props.testid} data-attempt={streamed.attempt} data-writing={props.writing ? "true" : "false"}>
+        {streamed.text}
+        {streamed.truncated ? "\n… (cut here; the outputs hold all of it)" : ""}
+      </pre>
+      {streamed.attempt > 1 && <p class="muted">Attempt {streamed.attempt}: the call was made again, and its text written anew.</p>}
+    </>
+  );
+}
+
 export function NodePanel(props: NodePanelProps) {
   const n = props.node;
   const [nodeRun, setNodeRun] = useState<NodeRun | undefined>();
@@ -265,6 +280,7 @@ export function NodePanel(props: NodePanelProps) {
           <ErrorView error={failure} testid="node-error" />
         </>
       )}
+      {n.streamed && <StreamedText streamed={n.streamed} writing={!isTerminal(n.state)} testid="node-streamed-text" />}
       {llmCall && (
         <>
           <h2>LLM call</h2>

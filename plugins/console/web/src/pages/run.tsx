@@ -8,7 +8,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, cancelRun, getRun, listNodeRuns, streamRunEvents, type FabricErrorBody, type RunEvent } from "../api";
 import { ErrorView } from "../components/error-view";
 import { JsonView } from "../components/json-view";
-import { NodePanel } from "../components/node-panel";
+import { NodePanel, StreamedText } from "../components/node-panel";
 import { NodeTree } from "../components/node-tree";
 import { StateBadge } from "../components/state-badge";
 import { useConfig } from "../config-context";
@@ -224,6 +224,8 @@ export function RunPage(props: { route: Route }) {
   const firstFailed = counts.failed > 0 ? model.firstFailed() : undefined;
   const runError = run?.extensions?.["nodefabric.error"] as FabricErrorBody | undefined;
   const outputs = run?.extensions?.["nodefabric.outputs"];
+  // The root's text as it is written (a run of llm.chat): shown above the tree while the run goes.
+  const rootStreamed = model.rootId ? model.nodes.get(model.rootId)?.streamed : undefined;
 
   if (failure && !run) {
     return (
@@ -298,6 +300,7 @@ export function RunPage(props: { route: Route }) {
           <JsonView value={outputs} testid="run-outputs" />
         </details>
       )}
+      {rootStreamed && run && !isTerminal(run.state) && <StreamedText streamed={rootStreamed} writing testid="run-streamed-text" />}
       <h2>NodeRuns</h2>
       {!run && <p class="muted">Loading…</p>}
       <div class={`run-body${selected ? " with-panel" : ""}`}>
