@@ -378,7 +378,7 @@ export async function executeAtomic(options: ExecuteOptions): Promise<AtomicExec
   clearTimeout(timer);
   progress_.stop();
   // What the handler wrote reaches the run before its result does (bounded, and never past the deadline).
-  if (signal.aborted) deltas.stop();
+  if (signal.aborted || deltas.idleNow) deltas.stop();
   else await deltas.close(Math.min(OUTPUT_DELTA_CLOSE_MS, deadline - Date.now()));
 
   if (signal.aborted) {

@@ -60,6 +60,11 @@ export class OutputDeltaStream {
     this.schedule();
   }
 
+  /** True when nothing was written that is not sent yet (most executions write nothing). */
+  get idleNow(): boolean {
+    return !this.pending && !this.inFlight && !this.retry;
+  }
+
   /** Sends what is waiting and resolves once nothing is in flight, or after `waitMs`; nothing is sent after it. */
   async close(waitMs = OUTPUT_DELTA_CLOSE_MS): Promise<void> {
     if (!this.send) return;
