@@ -44,6 +44,7 @@ export const ISOLATED = [
   // They set FABRIC_LLM_* for the fabric they start (llm.chat reads its endpoint from the environment).
   "handlers/llm/test/chat.test.ts",
   "handlers/llm/test/chat-stream.test.ts",
+  "plugins/mcp/test/progress-llm-text.test.ts",
   "handlers/llm/test/planner.test.ts",
   "handlers/llm/test/planner-policy.test.ts",
   "handlers/llm/test/agent.test.ts",
