@@ -10,6 +10,11 @@
  * fail with their own codes. What the call cost (the profile's model in the price table) is reported with
  * `ctx.reportCost`, and returned as `cost`.
  *
+ * The answer is streamed (`stream: true`, the usage in a last chunk; stream.ts folds the chunks into the completion a
+ * non-streamed call gets, so the outputs do not depend on it) and its text reported as it arrives with
+ * `ctx.reportOutputDelta` (run events `node_run_output_delta`). Calls go through `ctx.egress.fetch`, the executor's
+ * egress policy, as a URL of the operator's configuration (docs/llm.md).
+ *
  * Before anything is sent, the call reserves its prompt's size plus `max_output_tokens` against the budgets it is
  * given (`budget` in its inputs, the run's `max_cost`, and `constraints.extensions["nodefabric.llm.max_tokens"]`):
  * a call that could pass them is never sent.

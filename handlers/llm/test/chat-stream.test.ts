@@ -155,6 +155,20 @@ describe("llm.chat streamed", () => {
     expect(deltasOf(await fabric.events(run.run_id)).map((d) => d.data.text)).toEqual(["Plain JSON."]);
   });
 
+  it("asks again without stream_options when a server refuses them", async () => {
+    llm.script(
+      { status: 400, body: { error: { message: "Unrecognized request argument supplied: stream_options", type: "invalid_request_error", param: "stream_options", code: null } } },
+      { content: "Streamed without usage options." },
+    );
+    const run: Json = await fabric.run(CHAT, { messages: USER });
+    expect(run.state).toBe("completed");
+    expect(outputsOf(run).content).toBe("Streamed without usage options.");
+    expect(llm.calls).toHaveLength(2);
+    expect(llm.calls[0].body.stream_options).toEqual({ include_usage: true });
+    expect(llm.calls[1].body).toMatchObject({ stream: true });
+    expect(llm.calls[1].body.stream_options).toBeUndefined();
+  });
+
   it("streams tool calls: their arguments come whole in the outputs, and no text delta is made up", async () => {
     llm.script({ tool_calls: [{ name: "get_weather", arguments: { city: "Oslo" } }, { name: "get_rate", arguments: { from: "EUR" } }] });
     const run: Json = await fabric.run(CHAT, { messages: USER, tools: [{ type: "function", function: { name: "get_weather" } }, { type: "function", function: { name: "get_rate" } }] });
