@@ -31,6 +31,10 @@ export { SignedServiceTokens, ClientCredentialsServiceTokens, readSigningKey, ty
 export { AssignmentTokens, loadOrCreateAssignmentSecret, ASSIGNMENT_TYP } from "./engine/assignment-tokens.js";
 export { buildRunGateway } from "./services/run-gateway/index.js";
 export type { RunGatewayApi, GatewayCaller, GatewayAnswer } from "./services/run-gateway/gateway-api.js";
+export { GatewayCalls, callerHeaders, followToEnd, type CallerHeaders, type FaceCaller, type FaceAnswer, type FaceErrorBody } from "./faces/gateway-calls.js";
+export { callerDigest, newFaceRunId, type CallerInfo } from "./faces/caller-info.js";
+export { Catalogue, globToRegExp, type CatalogueOptions } from "./faces/catalogue.js";
+export { PolicyFilter, type PolicyFilterOptions } from "./faces/policy-filter.js";
 export { definePlugin, isPlugin, pluginProblem, PLUGIN_BRAND, type PluginDefinition, type PluginInput, type PluginStores, type PluginService, type StoreFactory, type StoreOpenOptions, type CommandFactory, type CommandTools, type PluginServiceContext, type PluginLink } from "./plugin.js";
 export { loadPlugins, PluginLoadError, type LoadedPlugin, type LoadPluginsOptions } from "./plugin-loader.js";
 export { pluginsFor, pluginServiceContext } from "./fabric.js";

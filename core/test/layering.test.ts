@@ -86,6 +86,7 @@ const FOLDER_FLOORS: Record<string, number> = {
   cli: 1,
   testing: 1,
   services: 3,
+  faces: 3,
   engine: 4,
   clients: 4,
   store: 5,

@@ -5,14 +5,12 @@
  */
 import { Readable } from "node:stream";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { FabricError, type PluginServiceContext } from "@nodefabric/core";
+import { FabricError, Catalogue, PolicyFilter, type PluginServiceContext } from "@nodefabric/core";
 import type * as Sdk from "@modelcontextprotocol/server";
-import { GatewayCalls, callerHeaders } from "./gateway-calls.js";
-import type { CallerInfo } from "./caller-info.js";
+import { GatewayCalls, callerHeaders, callerDigest, type CallerInfo } from "@nodefabric/core";
 import type { Exchange } from "./server-pool.js";
 import type { ServerDeps } from "./server-deps.js";
 import { mcpSettings, type McpSettings } from "./settings.js";
-import { callerDigest } from "./tools.js";
 
 export interface McpRoutesOptions extends Partial<McpSettings> {
   fabric: PluginServiceContext;
@@ -68,9 +66,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpRoutesOptions)
       const { serverFactory, serverPool } = await import("./mcp-server.js");
       const { runTasks } = await import("./tasks.js");
       const { selectionSearch } = await import("./search.js");
-      const { Catalogue } = await import("./catalogue.js");
-      const { PolicyFilter } = await import("./policy-filter.js");
-      const bus = new sdk.InMemoryServerEventBus();
+            const bus = new sdk.InMemoryServerEventBus();
       let handler: Sdk.McpHttpHandler | undefined;
       const catalogue = new Catalogue({
         registryUrl: () => fabric.serviceUrl("node-registry"),

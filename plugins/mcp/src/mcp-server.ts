@@ -8,8 +8,8 @@
 import type * as Sdk from "@modelcontextprotocol/server";
 import type { NodeType, Run, RunStartRequest } from "@nodefabric/schemas";
 import { validatorOf } from "./validators.js";
-import { TERMINAL } from "./gateway-calls.js";
-import type { CallerInfo } from "./caller-info.js";
+import { TERMINAL_STATES as TERMINAL } from "@nodefabric/core";
+import type { CallerInfo } from "@nodefabric/core";
 import type { ServerDeps } from "./server-deps.js";
 import { CALLER_LABEL, TOOL_LABEL, runLabels, ProgressThrottle, followToEnd, newRunId, resultOfRefusal, resultOfRun, toolOf, type McpTool, type ToolResult } from "./tools.js";
 import { taskHandlers } from "./tasks.js";

@@ -7,7 +7,7 @@
  */
 import type { CandidateSet } from "@nodefabric/schemas";
 import type { PluginServiceContext } from "@nodefabric/core";
-import type { CallerInfo } from "./caller-info.js";
+import type { CallerInfo } from "@nodefabric/core";
 import type { SearchSupport, ServerDeps } from "./server-deps.js";
 import { annotationsOf, type McpTool, type ToolResult } from "./tools.js";
 

@@ -4,10 +4,10 @@
  */
 import type * as Sdk from "@modelcontextprotocol/server";
 import type { NodeType } from "@nodefabric/schemas";
-import type { Catalogue } from "./catalogue.js";
-import type { CallerInfo } from "./caller-info.js";
-import type { GatewayCalls } from "./gateway-calls.js";
-import type { PolicyFilter } from "./policy-filter.js";
+import type { Catalogue } from "@nodefabric/core";
+import type { CallerInfo } from "@nodefabric/core";
+import type { GatewayCalls } from "@nodefabric/core";
+import type { PolicyFilter } from "@nodefabric/core";
 import type { ToolResult } from "./tools.js";
 
 export interface ServerDeps {

@@ -13,7 +13,7 @@
  * with a new one, so an SDK upgrade that keeps more per connection fails it).
  */
 import type * as Sdk from "@modelcontextprotocol/server";
-import type { CallerInfo } from "./caller-info.js";
+import type { CallerInfo } from "@nodefabric/core";
 
 export type Era = "legacy" | "modern";
 

@@ -15,11 +15,11 @@
 import type * as Sdk from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { NodeType, Run } from "@nodefabric/schemas";
-import type { CallerInfo } from "./caller-info.js";
+import type { CallerInfo } from "@nodefabric/core";
 import type { ServerDeps, TaskRequest, TaskSupport } from "./server-deps.js";
 import { validatorOf } from "./validators.js";
 import { CALLER_LABEL, TOOL_LABEL, runLabels, followToEnd, newRunId, resultOfRefusal, resultOfRun, type ToolResult } from "./tools.js";
-import { TERMINAL } from "./gateway-calls.js";
+import { TERMINAL_STATES as TERMINAL } from "@nodefabric/core";
 import { exchangeOf } from "./server-pool.js";
 
 export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";

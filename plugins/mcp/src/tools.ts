@@ -2,9 +2,10 @@
  * Node types as MCP tools, and a tool call as a run: the Tool a node type becomes, the CallToolResult a Run becomes,
  * and the run itself, started and followed through the gateway (GatewayCalls) with the caller's identity.
  */
-import { createHash, randomBytes } from "node:crypto";
 import type { NodeType, Run, RunEvent } from "@nodefabric/schemas";
-import { TERMINAL, type CallerHeaders, type ErrorBody, type GatewayAnswer, type GatewayCalls } from "./gateway-calls.js";
+import { newFaceRunId, type FaceAnswer, type FaceErrorBody } from "@nodefabric/core";
+
+export { callerDigest, followToEnd } from "@nodefabric/core";
 
 export interface McpTool {
   name: string;
@@ -73,26 +74,8 @@ export function runLabels(t: NodeType, callerDigest: string): Record<string, str
   return { [CALLER_LABEL]: callerDigest, [TOOL_LABEL]: t.node_type_id, ...(servesContentBlocks(t) ? { [RESULT_LABEL]: "content" } : {}) };
 }
 
-/** Random bytes drawn 4 KiB at a time (one system call per 256 run ids, rather than one each). */
-let entropy = Buffer.alloc(0);
-let taken = 0;
-
 /** A new run id for a tool call: 128 random bits, so a task id (the run id) cannot be guessed. */
-export function newRunId(): string {
-  if (taken + 16 > entropy.length) {
-    entropy = randomBytes(4096);
-    taken = 0;
-  }
-  const id = `mcp-${entropy.toString("hex", taken, taken + 16)}`;
-  taken += 16;
-  return id;
-}
-
-/** Who a caller is, as a short digest: a task is bound to it (stored as a label on the run). */
-export function callerDigest(p: { iss?: string; sub?: string; tenant_id?: string } | undefined): string {
-  if (!p) return "anonymous";
-  return createHash("sha256").update(`${p.iss ?? ""}\n${p.sub ?? ""}\n${p.tenant_id ?? ""}`).digest("hex").slice(0, 32);
-}
+export const newRunId = (): string => newFaceRunId("mcp");
 
 export const CALLER_LABEL = "nodefabric.mcp.caller";
 export const TOOL_LABEL = "nodefabric.mcp.tool";
@@ -128,7 +111,7 @@ function isContentWrapper(o: unknown): o is { content: unknown[]; structuredCont
 }
 
 /** The tool error for a Run API refusal (an ErrorEnvelope). */
-export function resultOfRefusal(answer: GatewayAnswer<ErrorBody>): ToolResult {
+export function resultOfRefusal(answer: FaceAnswer<FaceErrorBody>): ToolResult {
   const e = answer.body?.error ?? {};
   return { content: [text(`${e.code ?? `http_${answer.status}`}: ${e.message ?? `the Run API answered ${answer.status}`}`)], isError: true };
 }
@@ -210,31 +193,4 @@ export class ProgressThrottle {
     this.timer = undefined;
     this.pending = undefined;
   }
-}
-
-/**
- * Waits for a run's end: follows its events through the gateway (reporting them to `onEvent`) until the stream ends,
- * then reads the Run. Resolves undefined when `signal` aborts first.
- */
-export async function followToEnd(calls: GatewayCalls, runId: string, caller: CallerHeaders, signal: AbortSignal, onEvent?: (e: RunEvent) => void): Promise<GatewayAnswer<Run & ErrorBody> | undefined> {
-  let lastSeq: number | undefined;
-  for (let round = 0; round < 1000 && !signal.aborted; round++) {
-    let ended = false;
-    await calls.followEvents(
-      runId,
-      caller,
-      lastSeq,
-      (e) => {
-        lastSeq = e.seq;
-        if (e.type === "run_completed") ended = true;
-        onEvent?.(e);
-      },
-      signal,
-    );
-    if (signal.aborted) return undefined;
-    const run = await calls.getRun(runId, caller);
-    if (run.status !== 200 || ended || TERMINAL.has(run.body.state)) return run;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return undefined;
 }

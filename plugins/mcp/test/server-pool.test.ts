@@ -9,12 +9,10 @@
  */
 import { describe, it, expect, beforeAll } from "vitest";
 import type * as Sdk from "@modelcontextprotocol/server";
-import { Catalogue } from "../src/catalogue.js";
-import { GatewayCalls } from "../src/gateway-calls.js";
+import { Catalogue, GatewayCalls, type CallerInfo } from "@nodefabric/core";
 import { serverFactory, serverPool, type NodeFabricServer } from "../src/mcp-server.js";
 import type { ServerPool, Exchange } from "../src/server-pool.js";
 import type { ServerDeps } from "../src/server-deps.js";
-import type { CallerInfo } from "../src/caller-info.js";
 import { runTasks } from "../src/tasks.js";
 
 let sdk: typeof Sdk;

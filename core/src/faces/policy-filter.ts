@@ -1,6 +1,6 @@
 /**
- * tools/list asks the PDP, as the coordinator will when the run starts, whether this caller may start a run of each
- * node type (`run.start`, with the caller as the run's principal), and leaves out the ones it denies. A tool that
+ * A face's list of node types (MCP's tools/list, A2A's skills) asks the PDP, as the coordinator will when the run starts, whether this caller may start a run of each
+ * node type (`run.start`, with the caller as the run's principal), and leaves out the ones it denies. One that
  * needs an approval stays listed: it can run once someone approves.
  *
  * Listing is not where access is enforced (every run is decided by the PDP again, and an unreachable PDP denies it
@@ -9,7 +9,7 @@
  */
 import type { NodeType } from "@nodefabric/schemas";
 import type { CallerInfo } from "./caller-info.js";
-import { trackCache } from "@nodefabric/core";
+import { trackCache } from "../observe/caches.js";
 
 export interface PolicyFilterOptions {
   pdpUrl: () => string;
@@ -17,6 +17,8 @@ export interface PolicyFilterOptions {
   ttlMs: number;
   /** Decisions asked at once. */
   concurrency?: number;
+  /** The name its cache is reported under (docs/memory.md); "mcp.policy_decisions" unless given. */
+  cacheName?: string;
 }
 
 export class PolicyFilter {
@@ -24,7 +26,7 @@ export class PolicyFilter {
   private unreachableUntil = 0;
 
   constructor(private readonly o: PolicyFilterOptions) {
-    trackCache("mcp.policy_decisions", this, (f) => ({ entries: f.cache.size }), { max_entries: 100_000 });
+    trackCache(o.cacheName ?? "mcp.policy_decisions", this, (f) => ({ entries: f.cache.size }), { max_entries: 100_000 });
   }
 
   async filter(caller: CallerInfo, types: readonly NodeType[]): Promise<NodeType[]> {
