@@ -103,8 +103,8 @@ export async function pluginsFor(config: FabricConfig, warn?: (message: string) 
   return loadPlugins({ plugins, discover: discover.map((d) => path.resolve(config.base_dir, d)), cwd: config.base_dir, warn, defaults });
 }
 
-/** What `fabric dev` serves whenever it is installed: the console (/console/) and the MCP server (/mcp), on the gateway. */
-export const DEV_DEFAULT_PLUGINS: readonly string[] = ["@nodefabric/plugin-console", "@nodefabric/plugin-mcp"];
+/** What `fabric dev` serves whenever it is installed: the console (/console/), the MCP server (/mcp) and the A2A server (/a2a and its Agent Card), on the gateway. */
+export const DEV_DEFAULT_PLUGINS: readonly string[] = ["@nodefabric/plugin-console", "@nodefabric/plugin-mcp", "@nodefabric/plugin-a2a"];
 
 /**
  * Opens a plugin's store of one kind when the configuration names a store URL and the plugin serving its scheme gives
@@ -150,6 +150,8 @@ export function pluginServiceContext(name: ServiceName, config: FabricConfig, lo
     serviceUrl: (n) => (local.find((s) => s.name === n)?.url ?? serviceUrl(config, n)).replace(/\/+$/, ""),
     ...(name === "run-gateway" && app ? { runs: inProcessApi(app, RUN_GATEWAY_API) } : {}),
     auth: { mode, ...(issuer ? { issuer } : {}), ...(oidc ? { oidc: { ...oidc } } : {}) },
+    egress: { allowPrivate: config.executor.egress?.allow_private, allowCidrs: config.executor.egress?.allow_cidrs, allowHosts: config.executor.egress?.allow_hosts },
+    dataDir: path.resolve(config.base_dir, config.data_dir),
   };
 }
 

@@ -83,6 +83,14 @@ export interface PluginServiceContext {
    * through HTTP (services/run-gateway/gateway-api.ts). Undefined on the other services.
    */
   runs?: RunGatewayApi;
+  /**
+   * What the operator lets outbound calls made for a caller reach beyond public addresses: the executor's
+   * `executor.egress` (a plugin delivering to a caller's URL, such as A2A push notifications, checks it as handlers
+   * are checked, with EgressPolicy).
+   */
+  egress?: { allowPrivate?: boolean; allowCidrs?: readonly string[]; allowHosts?: readonly string[] };
+  /** The fabric's data folder (`data_dir`), for what a plugin keeps beside the stores. */
+  dataDir?: string;
   /** How callers authenticate (the `auth` configuration, without keys or secrets). */
   auth: {
     mode: AuthMode;

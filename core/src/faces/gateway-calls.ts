@@ -90,6 +90,11 @@ export class GatewayCalls {
     return this.call("GET", `/v1/runs${qs ? `?${qs}` : ""}`, caller);
   }
 
+  /** POST /v1/approvals/{id}:approve or :reject, with the caller's rights (the approvals API's own checks). */
+  decideApproval(approvalId: string, decision: "approve" | "reject", caller: CallerHeaders, reason?: string): Promise<FaceAnswer<FaceErrorBody>> {
+    return this.call("POST", `/v1/approvals/${seg(approvalId)}:${decision}`, caller, reason !== undefined ? { reason } : {});
+  }
+
   /** The approvals waiting in a run. */
   async pendingApprovals(runId: string, caller: CallerHeaders): Promise<{ approval_id: string; node_run_id?: string; reason?: string }[]> {
     const res = await this.call<unknown>("GET", `/v1/approvals?run_id=${seg(runId)}&state=pending`, caller);

@@ -10,7 +10,7 @@
  * by the address actually connected to, and a literal address is checked before its socket is opened.
  */
 import dns from "node:dns";
-import { Agent, buildConnector, type Dispatcher } from "undici";
+import { Agent, buildConnector, fetch as undiciFetch, type Dispatcher } from "undici";
 import { checkAllowHost, inRange, parseCidr, parseIp, type Ip, type Range } from "../../http/ip-ranges.js";
 
 export { checkAllowHost, parseCidr, parseIp } from "../../http/ip-ranges.js";
@@ -289,4 +289,17 @@ export function createEgressDispatcher(policy: EgressPolicy, options: { connecti
       base(opts, callback);
     },
   });
+}
+
+/**
+ * A fetch whose every connection is checked by `policy` (through `createEgressDispatcher`), for what the fabric sends
+ * to an address a caller gave (the A2A server's push notifications), which the operator's egress rules bound as they
+ * bound `http.request`. `close` ends its connections.
+ */
+export function egressFetch(policy: EgressPolicy): { fetch: (url: string, init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal }) => Promise<{ status: number; text(): Promise<string> }>; close(): Promise<void> } {
+  const dispatcher = createEgressDispatcher(policy, { connections: 16 });
+  return {
+    fetch: (url, init) => undiciFetch(url, { ...init, redirect: "manual", dispatcher }),
+    close: () => dispatcher.close(),
+  };
 }

@@ -1,0 +1,185 @@
+/**
+ * Push notifications: a task's updates POSTed to the URL its client gave, as the stream would carry them.
+ *
+ * - Configs are kept durably: one given with SendMessage rides on the run (an annotation, written with the run), one
+ *   created later is written to `a2a-push-configs.json` in the fabric's data folder, keyed by the caller's digest
+ *   and the task, so only that caller lists, reads or deletes it.
+ * - Delivery goes through the executor's egress policy (`executor.egress`: no loopback, private or metadata address
+ *   unless the operator allows it), carries the client's token (`X-A2A-Notification-Token`) or credentials
+ *   (`Authorization`), and is retried with backoff. What is sent is read with the task owner's identity, so it never
+ *   holds another tenant's data.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { StreamResponse as StreamCodec, type TaskPushNotificationConfig, type StreamResponse, type ListTaskPushNotificationConfigsResponse } from "@a2a-js/sdk";
+import { RequestMalformedError, TaskNotFoundError } from "@a2a-js/sdk/errors";
+import { EgressPolicy, egressFetch, type CallerInfo } from "@nodefabric/core";
+import type { Run } from "@nodefabric/schemas";
+import { PUSH_ANNOTATION, metadataOf } from "./task-mapping.js";
+import { followTask, type TaskReader } from "./task-stream.js";
+
+interface Stored {
+  owner: string;
+  taskId: string;
+  config: TaskPushNotificationConfig;
+}
+
+export interface PushOptions {
+  egress?: { allowPrivate?: boolean; allowCidrs?: readonly string[]; allowHosts?: readonly string[] };
+  /** Where configs created after the message are kept; none: the process's memory only. */
+  dataDir?: string;
+  log?: { warn(o: unknown, msg: string): void };
+  /** Attempts per notification (the first and its retries). */
+  attempts?: number;
+  /** The first retry's delay (ms); each next one doubles. */
+  backoffMs?: number;
+}
+
+const MAX_CONFIGS_PER_TASK = 10;
+
+export class PushConfigs {
+  private readonly file: string | undefined;
+  private stored: Stored[] | undefined;
+  private readonly watching = new Set<string>();
+  private egress: ReturnType<typeof egressFetch> | undefined;
+  private reader: TaskReader | undefined;
+
+  constructor(private readonly o: PushOptions) {
+    this.file = o.dataDir ? path.join(o.dataDir, "a2a-push-configs.json") : undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.egress?.close();
+  }
+
+  /** Where deliveries read their tasks (the request handler, once it exists). */
+  attach(reader: TaskReader): void {
+    this.reader = reader;
+  }
+
+  /** A config as given, checked: an http(s) URL, and at most a few per task. */
+  checked(c: TaskPushNotificationConfig): TaskPushNotificationConfig {
+    let url: URL;
+    try {
+      url = new URL(c.url);
+    } catch {
+      throw new RequestMalformedError("the push notification url is not a URL");
+    }
+    if (url.protocol !== "https:" && url.protocol !== "http:") throw new RequestMalformedError("the push notification url must be http or https");
+    if (c.url.length > 2000 || (c.token ?? "").length > 4000) throw new RequestMalformedError("the push notification config is too large");
+    return { tenant: c.tenant ?? "", id: c.id || "default", taskId: c.taskId, url: c.url, token: c.token ?? "", authentication: c.authentication };
+  }
+
+  private load(): Stored[] {
+    if (this.stored) return this.stored;
+    this.stored = [];
+    if (this.file && fs.existsSync(this.file)) {
+      try {
+        this.stored = JSON.parse(fs.readFileSync(this.file, "utf8")) as Stored[];
+      } catch {
+        this.stored = [];
+      }
+    }
+    return this.stored;
+  }
+
+  private save(): void {
+    if (!this.file) return;
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, JSON.stringify(this.stored ?? []), { mode: 0o600 });
+    fs.renameSync(tmp, this.file);
+  }
+
+  /** The task's configs: the one its message gave (on the run), and those created since (this caller's only). */
+  private configsOf(run: Run, owner: string): TaskPushNotificationConfig[] {
+    const out: TaskPushNotificationConfig[] = [];
+    const given = metadataOf(run).annotations[PUSH_ANNOTATION];
+    if (given) {
+      try {
+        out.push(...(JSON.parse(given) as TaskPushNotificationConfig[]));
+      } catch {
+        // an annotation that does not parse holds no config
+      }
+    }
+    for (const s of this.load()) if (s.owner === owner && s.taskId === run.run_id && !out.some((c) => c.id === s.config.id)) out.push(s.config);
+    return out;
+  }
+
+  async create(reader: TaskReader, caller: CallerInfo, params: TaskPushNotificationConfig): Promise<TaskPushNotificationConfig> {
+    const run = await reader.runOf(caller, params.taskId);
+    const config = this.checked({ ...params, taskId: run.run_id });
+    const stored = this.load().filter((s) => !(s.owner === caller.digest && s.taskId === run.run_id && s.config.id === config.id));
+    if (stored.filter((s) => s.owner === caller.digest && s.taskId === run.run_id).length >= MAX_CONFIGS_PER_TASK) throw new RequestMalformedError(`a task has at most ${MAX_CONFIGS_PER_TASK} push notification configs`);
+    stored.push({ owner: caller.digest, taskId: run.run_id, config });
+    this.stored = stored;
+    this.save();
+    if (run.state === "queued" || run.state === "running") this.watch(caller, run.run_id);
+    return config;
+  }
+
+  async get(reader: TaskReader, caller: CallerInfo, taskId: string, id: string): Promise<TaskPushNotificationConfig> {
+    const run = await reader.runOf(caller, taskId);
+    const c = this.configsOf(run, caller.digest).find((x) => x.id === (id || "default"));
+    if (!c) throw new TaskNotFoundError(`no push notification config ${id} on task ${taskId}`);
+    return c;
+  }
+
+  async list(reader: TaskReader, caller: CallerInfo, taskId: string): Promise<ListTaskPushNotificationConfigsResponse> {
+    const run = await reader.runOf(caller, taskId);
+    return { configs: this.configsOf(run, caller.digest), nextPageToken: "" };
+  }
+
+  async delete(reader: TaskReader, caller: CallerInfo, taskId: string, id: string): Promise<void> {
+    const run = await reader.runOf(caller, taskId);
+    this.stored = this.load().filter((s) => !(s.owner === caller.digest && s.taskId === run.run_id && s.config.id === id));
+    this.save();
+  }
+
+  /** Follows the task with its owner's identity and sends each update to its configs, until it ends. */
+  watch(caller: CallerInfo, taskId: string): void {
+    const reader = this.reader;
+    if (!reader || this.watching.has(taskId)) return;
+    this.watching.add(taskId);
+    void (async () => {
+      try {
+        const run = await reader.runOf(caller, taskId);
+        const task = await reader.taskOfRun(caller, run);
+        const ac = new AbortController();
+        for await (const update of followTask(reader, caller, taskId, task, ac.signal, { events: true, skipSnapshot: true })) {
+          const now = await reader.runOf(caller, taskId);
+          await Promise.all(this.configsOf(now, caller.digest).map((c) => this.deliver(c, update)));
+        }
+      } catch (err) {
+        this.o.log?.warn({ err, taskId }, "a2a: push notifications for a task stopped");
+      } finally {
+        this.watching.delete(taskId);
+      }
+    })();
+  }
+
+  private async deliver(c: TaskPushNotificationConfig, update: StreamResponse): Promise<void> {
+    this.egress ??= egressFetch(new EgressPolicy({ allowPrivate: this.o.egress?.allowPrivate, allowCidrs: this.o.egress?.allowCidrs, allowHosts: this.o.egress?.allowHosts }));
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (c.token) headers["x-a2a-notification-token"] = c.token;
+    if (c.authentication?.scheme && c.authentication.credentials) headers.authorization = `${c.authentication.scheme} ${c.authentication.credentials}`;
+    const body = JSON.stringify(StreamCodec.toJSON(update));
+    const attempts = this.o.attempts ?? 4;
+    let delay = this.o.backoffMs ?? 500;
+    for (let i = 0; i < attempts; i++) {
+      try {
+        const res = await this.egress.fetch(c.url, { method: "POST", headers, body, signal: AbortSignal.timeout(10_000) });
+        await res.text().catch(() => undefined);
+        if (res.status < 300) return;
+        if (res.status < 500 && res.status !== 408 && res.status !== 429) break;
+      } catch (err) {
+        if ((err as { cause?: { name?: string } }).cause?.name === "EgressDeniedError" || (err as Error).name === "EgressDeniedError") {
+          this.o.log?.warn({ url: c.url }, "a2a: a push notification URL is not allowed by the egress policy");
+          return;
+        }
+      }
+      if (i + 1 < attempts) await new Promise((r) => setTimeout(r, delay));
+      delay *= 2;
+    }
+    this.o.log?.warn({ url: c.url, taskId: c.taskId }, "a2a: a push notification could not be delivered");
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * A whole fabric for the A2A server's tests: the seven services in this process on ephemeral loopback ports, the demo
+ * handlers and this plugin loaded from source; and the official A2A client (@a2a-js/sdk/client) for its card.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from "@a2a-js/sdk/client";
+import { loadConfig } from "../../../../core/src/config.js";
+import { startFabric, type RunningFabric } from "../../../../core/src/fabric.js";
+import type { LoadedPlugin } from "../../../../core/src/plugin-loader.js";
+import { SERVICE_NAMES } from "../../../../core/src/http/service.js";
+import a2aPlugin from "../../src/index.js";
+
+const repoRoot = fileURLToPath(new URL("../../../..", import.meta.url));
+const pluginDir = fileURLToPath(new URL("../..", import.meta.url));
+
+export interface A2aFabric {
+  fabric: RunningFabric;
+  gateway: string;
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+export interface A2aFabricOptions {
+  auth?: Record<string, unknown>;
+  /** Options of the plugin's gateway entry. */
+  a2a?: Record<string, unknown>;
+  policy?: string;
+  extraFlags?: Record<string, unknown>;
+  /** With auth: a token the registry accepts, to wait for the demo node types. */
+  registryToken?: string;
+}
+
+async function ready(registry: string, id: string, token?: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const res = await fetch(`${registry}/v1/node-types/${id}`, token ? { headers: { authorization: `Bearer ${token}` } } : {}).catch(() => undefined);
+    if (res?.status === 200) return;
+    await new Promise((r) => setTimeout(r, 30));
+  }
+  throw new Error(`${id} never reached the registry`);
+}
+
+export async function startA2aFabric(o: A2aFabricOptions = {}): Promise<A2aFabric> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-a2a-"));
+  const flags: Record<string, unknown> = {
+    port_base: 0,
+    data_dir: dataDir,
+    log_level: "silent",
+    policy_checks: o.policy !== undefined,
+    handlers: ["@nodefabric/handler-demo"],
+    ...(o.policy ? { policy: o.policy } : {}),
+    ...o.extraFlags,
+  };
+  if (o.auth) flags.auth = o.auth;
+  const config = loadConfig({ cwd: repoRoot, env: {}, flags: flags as never });
+  const definition = o.a2a ? { ...a2aPlugin, services: a2aPlugin.services!.map((s) => ({ ...s, options: { ...s.options, ...o.a2a } })) } : a2aPlugin;
+  const loaded: LoadedPlugin = { definition: definition as never, source: "@nodefabric/plugin-a2a", file: path.join(pluginDir, "src/index.ts"), discovered: false };
+  const fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded] });
+  const url = (n: string) => fabric.services.find((s) => s.name === n)!.url;
+  await ready(url("node-registry"), "demo.echo", o.registryToken);
+  return {
+    fabric,
+    gateway: url("run-gateway"),
+    dataDir,
+    close: async () => {
+      await fabric.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The official client from the fabric's card, over JSON-RPC or HTTP+JSON, with a bearer token when given. */
+export async function a2aClient(gateway: string, binding: "JSONRPC" | "HTTP+JSON" = "JSONRPC", token?: string): Promise<Client> {
+  const authFetch: typeof fetch = (input, init) => fetch(input, token ? { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), authorization: `Bearer ${token}` } } : init);
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch }), new RestTransportFactory({ fetchImpl: authFetch })],
+      preferredTransports: [binding],
+    }),
+  );
+  return factory.createFromUrl(gateway);
+}
+
+/** A JSON-RPC call as a client without the SDK sends it. */
+export async function rpc(gateway: string, method: string, params: unknown, headers: Record<string, string> = {}, id: unknown = 1): Promise<{ status: number; body: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const res = await fetch(`${gateway}/a2a`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ jsonrpc: "2.0", id, method, params }) });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // an event stream or a non-JSON body stays text
+  }
+  return { status: res.status, body };
+}
+
+/** A message naming a skill, with a data part as its input (A2A 1.0 JSON). */
+export function skillMessage(skillId: string, data: unknown, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { messageId: `m-${Math.random().toString(16).slice(2)}`, role: "ROLE_USER", parts: [{ data }], metadata: { skillId }, ...extra };
+}
