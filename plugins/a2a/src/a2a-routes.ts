@@ -165,6 +165,10 @@ export async function a2aRoutes(app: FastifyInstance, options: A2aRoutesOptions)
     }
     const method = typeof parsed === "object" && parsed !== null ? (parsed as { method?: unknown }).method : undefined;
     const id = typeof parsed === "object" && parsed !== null ? ((parsed as { id?: unknown }).id ?? null) : null;
+    // What is not a JSON-RPC 2.0 request at all is -32600 (JSON-RPC 2.0 §5.1), before any method is looked at.
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed) || (parsed as { jsonrpc?: unknown }).jsonrpc !== "2.0" || typeof method !== "string") {
+      return reply.send({ jsonrpc: "2.0", id: typeof id === "string" || typeof id === "number" ? id : null, error: { code: -32600, message: "Invalid Request: a JSON-RPC 2.0 request object with a method is required" } });
+    }
     const header = req.headers["a2a-version"];
     const version = typeof header === "string" && header !== "" ? header.trim() : typeof method === "string" && LEGACY_METHOD.test(method) ? "0.3" : "1.0";
     const useLegacy = version === "0.3";

@@ -65,8 +65,9 @@ describe("bad input", () => {
     expect(rest.status).toBe(404);
   });
 
-  it("a runs that is not an A2A task (started on the Run API) is not found through A2A", async () => {
-    const run = (await (await fetch(`${f.gateway}/v1/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ root_node_type_ref: { node_type_id: "demo.echo" }, input: {} }) })).json()) as { run_id: string };
+  it("a run that is not an A2A task (started on the Run API) is not found through A2A", async () => {
+    const run = (await (await fetch(`${f.gateway}/v1/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ root_node_type_ref: { node_type_id: "demo.echo", version: "1.0.0" }, input: {} }) })).json()) as { run_id: string };
+    expect(run.run_id).toBeDefined();
     expect((await rpc(f.gateway, "GetTask", { id: run.run_id })).body.error.code).toBe(-32001);
   });
 });

@@ -49,13 +49,13 @@ async function until(read: () => Promise<Task>, ok: (t: Task) => boolean): Promi
 describe("the Agent Card", () => {
   it("is served at /.well-known/agent-card.json and under the JSON-RPC path, with URLs from the request's Host", async () => {
     for (const p of ["/.well-known/agent-card.json", "/a2a/.well-known/agent-card.json"]) {
-      const res = await getWithHost(`${f.gateway}${p}`, "fabric.example.com:8443");
+      const res = await getWithHost(`${f.gateway}${p}`, "localhost:8443");
       expect(res.status).toBe(200);
       const card = JSON.parse(res.body) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
       expect(card.supportedInterfaces).toEqual([
-        { url: "http://fabric.example.com:8443/a2a", protocolBinding: "JSONRPC", protocolVersion: "1.0" },
-        { url: "http://fabric.example.com:8443/a2a/rest", protocolBinding: "HTTP+JSON", protocolVersion: "1.0" },
-        { url: "http://fabric.example.com:8443/a2a", protocolBinding: "JSONRPC", protocolVersion: "0.3" },
+        { url: "http://localhost:8443/a2a", protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+        { url: "http://localhost:8443/a2a/rest", protocolBinding: "HTTP+JSON", protocolVersion: "1.0" },
+        { url: "http://localhost:8443/a2a", protocolBinding: "JSONRPC", protocolVersion: "0.3" },
       ]);
       expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: true });
       expect(card.defaultInputModes).toContain("application/json");
