@@ -87,7 +87,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
   }
 
   async taskOfRun(caller: CallerInfo, run: Run, historyLength?: number): Promise<Task> {
-    const pending = run.state === "running" ? await this.d.calls.pendingApprovals(run.run_id, caller.headers) : [];
+    const pending = run.state === "running" || run.state === "queued" ? await this.d.calls.pendingApprovals(run.run_id, caller.headers) : [];
     const first = startingMessage(run, (j) => MessageCodec.fromJSON(j));
     return taskOf(run, pending, first ? [first] : [], historyLength);
   }
@@ -163,7 +163,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
     const ask = this.askOf(caller, message.taskId);
     if (ask) throw new RequestMalformedError(`task ${message.taskId} only asks which skill to run: send a new message (no taskId) naming one in metadata.skillId`);
     const run = await this.runOf(caller, message.taskId);
-    const pending = run.state === "running" ? await this.d.calls.pendingApprovals(run.run_id, caller.headers) : [];
+    const pending = run.state === "running" || run.state === "queued" ? await this.d.calls.pendingApprovals(run.run_id, caller.headers) : [];
     if (stateOf(run, pending.length) !== TaskState.TASK_STATE_INPUT_REQUIRED) {
       throw new UnsupportedOperationError(`task ${run.run_id} is ${run.state} and waits for no input`);
     }

@@ -54,7 +54,8 @@ const REFUSALS = new Set(["policy_denied", "node_type_denied", "node_type_not_al
 export function stateOf(run: Pick<Run, "state"> & Partial<Run>, pendingApprovals: number): TaskState {
   switch (run.state) {
     case "queued":
-      return TaskState.TASK_STATE_SUBMITTED;
+      // A run whose NodeRun waits for an approval before it is dispatched is still queued.
+      return pendingApprovals > 0 ? TaskState.TASK_STATE_INPUT_REQUIRED : TaskState.TASK_STATE_SUBMITTED;
     case "running":
       return pendingApprovals > 0 ? TaskState.TASK_STATE_INPUT_REQUIRED : TaskState.TASK_STATE_WORKING;
     case "completed":

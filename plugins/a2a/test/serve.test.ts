@@ -5,8 +5,8 @@
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import http from "node:http";
-import { Role, TaskState, type Message, type StreamResponse, type Task } from "@a2a-js/sdk";
-import { a2aClient, startA2aFabric, type A2aFabric } from "./support/a2a-fabric.js";
+import { TaskState, type StreamResponse, type Task } from "@a2a-js/sdk";
+import { a2aClient, message, startA2aFabric, type A2aFabric } from "./support/a2a-fabric.js";
 
 let f: A2aFabric;
 beforeAll(async () => {
@@ -25,14 +25,6 @@ function getWithHost(url: string, host: string): Promise<{ status: number; body:
     });
     req.on("error", reject);
   });
-}
-
-let n = 0;
-export function message(skillId: string | undefined, data?: unknown, o: { text?: string; contextId?: string; taskId?: string } = {}): Message {
-  const parts: Message["parts"] = [];
-  if (data !== undefined) parts.push({ content: { $case: "data", value: data }, metadata: undefined, filename: "", mediaType: "" });
-  if (o.text !== undefined) parts.push({ content: { $case: "text", value: o.text }, metadata: undefined, filename: "", mediaType: "" });
-  return { messageId: `m${++n}`, contextId: o.contextId ?? "", taskId: o.taskId ?? "", role: Role.ROLE_USER, parts, metadata: skillId ? { skillId } : undefined, extensions: [], referenceTaskIds: [] };
 }
 
 const send = (m: Message, returnImmediately = false) => ({ tenant: "", message: m, configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately }, metadata: undefined });

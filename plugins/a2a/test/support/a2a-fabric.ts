@@ -6,6 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { Role, type Message } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from "@a2a-js/sdk/client";
 import { loadConfig } from "../../../../core/src/config.js";
 import { startFabric, type RunningFabric } from "../../../../core/src/fabric.js";
@@ -100,3 +101,13 @@ export async function rpc(gateway: string, method: string, params: unknown, head
 export function skillMessage(skillId: string, data: unknown, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { messageId: `m-${Math.random().toString(16).slice(2)}`, role: "ROLE_USER", parts: [{ data }], metadata: { skillId }, ...extra };
 }
+
+/** A message for the official client: a skill, a data part as its input, a text part; or a reply to a task. */
+let n = 0;
+export function message(skillId: string | undefined, data?: unknown, o: { text?: string; contextId?: string; taskId?: string } = {}): Message {
+  const parts: Message["parts"] = [];
+  if (data !== undefined) parts.push({ content: { $case: "data", value: data }, metadata: undefined, filename: "", mediaType: "" });
+  if (o.text !== undefined) parts.push({ content: { $case: "text", value: o.text }, metadata: undefined, filename: "", mediaType: "" });
+  return { messageId: `m${++n}`, contextId: o.contextId ?? "", taskId: o.taskId ?? "", role: Role.ROLE_USER, parts, metadata: skillId ? { skillId } : undefined, extensions: [], referenceTaskIds: [] };
+}
+
