@@ -11,11 +11,11 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { StreamResponse as StreamCodec, type TaskPushNotificationConfig, type StreamResponse, type ListTaskPushNotificationConfigsResponse } from "@a2a-js/sdk";
+import { StreamResponse as StreamCodec, TaskState, type Task, type TaskPushNotificationConfig, type StreamResponse, type ListTaskPushNotificationConfigsResponse } from "@a2a-js/sdk";
 import { RequestMalformedError, TaskNotFoundError } from "@a2a-js/sdk/errors";
 import { EgressPolicy, egressFetch, type CallerInfo } from "@nodefabric/core";
 import type { Run } from "@nodefabric/schemas";
-import { PUSH_ANNOTATION, metadataOf } from "./task-mapping.js";
+import { PUSH_ANNOTATION, isTerminal, metadataOf } from "./task-mapping.js";
 import { followTask, type TaskReader } from "./task-stream.js";
 
 interface Stored {
@@ -36,6 +36,12 @@ export interface PushOptions {
 }
 
 const MAX_CONFIGS_PER_TASK = 10;
+
+/** The updates that tell an ended task's end: its artifacts, then its final status. */
+async function* endOf(task: Task): AsyncGenerator<StreamResponse> {
+  for (const artifact of task.artifacts) yield { payload: { $case: "artifactUpdate", value: { taskId: task.id, contextId: task.contextId, artifact, append: false, lastChunk: true, metadata: undefined } } };
+  yield { payload: { $case: "statusUpdate", value: { taskId: task.id, contextId: task.contextId, status: task.status, metadata: undefined } } };
+}
 
 export class PushConfigs {
   private readonly file: string | undefined;
@@ -145,7 +151,9 @@ export class PushConfigs {
         const run = await reader.runOf(caller, taskId);
         const task = await reader.taskOfRun(caller, run);
         const ac = new AbortController();
-        for await (const update of followTask(reader, caller, taskId, task, ac.signal, { events: true, skipSnapshot: true })) {
+        // A task that ended before anyone watched (a blocking send of a quick run) still tells its end.
+        const updates = isTerminal(task.status?.state ?? TaskState.TASK_STATE_WORKING) ? endOf(task) : followTask(reader, caller, taskId, task, ac.signal, { events: true, skipSnapshot: true });
+        for await (const update of updates) {
           const now = await reader.runOf(caller, taskId);
           await Promise.all(this.configsOf(now, caller.digest).map((c) => this.deliver(c, update)));
         }
