@@ -5,9 +5,9 @@
  *   node test/bench/compare.mjs <commit> <scenario> [--rounds 5] [--split-runs N] [--runs N]
  *
  * After `npm run build` here. The commit is checked out in a git worktree in a temporary directory, beside this
- * checkout's node_modules, and its core and PostgreSQL plugin (and its MCP plugin, for the mcp-* scenarios) are built
- * there; every round is `run.mjs --round <scenario>:run` of one side or the other, a fresh process. Prints each round,
- * then the medians of both sides. The worktree is removed at the end.
+ * checkout's node_modules, and its core and PostgreSQL plugin (and its MCP plugin for the mcp-* scenarios, its A2A
+ * plugin for a2a-*) are built there; every round is `run.mjs --round <scenario>:run` of one side or the other, a
+ * fresh process. Prints each round, then the medians of both sides. The worktree is removed at the end.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
@@ -43,7 +43,7 @@ try {
     }
   }
   // The MCP scenarios load plugins/mcp from the checkout (run.mjs), so the commit's own is built for them too.
-  const built = ["core", "plugins/postgres", ...(scenario.startsWith("mcp") ? ["plugins/mcp"] : [])];
+  const built = ["core", "plugins/postgres", ...(scenario.startsWith("mcp") ? ["plugins/mcp"] : []), ...(scenario.startsWith("a2a") ? ["plugins/a2a"] : [])];
   for (const pkg of built) {
     execFileSync(process.execPath, [path.join(repo, "node_modules/tsup/dist/cli-default.js")], { cwd: path.join(base, pkg), stdio: ["ignore", "ignore", "inherit"] });
   }

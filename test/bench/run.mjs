@@ -104,16 +104,18 @@ async function startSlowUpstream(ms) {
 
 const TELEMETRY_PLUGIN = path.join(repo, "plugins", "telemetry");
 const MCP_PLUGIN = path.join(repo, "plugins", "mcp");
+const A2A_PLUGIN = path.join(repo, "plugins", "a2a");
 
 /**
  * The plugins a bench fabric loads: those asked for and no others. Left to itself the fabric would discover every
  * plugin package in the workspace's node_modules (the console, telemetry), and the figures would move with them.
  */
-async function benchPlugins({ store, telemetry = "off", mcp = false } = {}) {
+async function benchPlugins({ store, telemetry = "off", mcp = false, a2a = false } = {}) {
   const names = [];
   if (store) names.push("@nodefabric/plugin-postgres");
   if (telemetry !== "off") names.push(TELEMETRY_PLUGIN);
   if (mcp) names.push(MCP_PLUGIN);
+  if (a2a) names.push(A2A_PLUGIN);
   return (await core()).loadPlugins({ plugins: names, cwd: repo });
 }
 
@@ -150,7 +152,7 @@ async function noteSqliteDriver(coordinatorUrl) {
  * With `auth`, every service requires tokens: keys are generated into the data directory, the services mint their
  * own tokens with them, and the returned `headers` carry a client token for the gateway.
  */
-async function startWholeFabric({ auth = false, store, telemetry = "off", mcp = false } = {}) {
+async function startWholeFabric({ auth = false, store, telemetry = "off", mcp = false, a2a = false } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-bench-"));
   const flags = { port_base: 0, data_dir: dataDir, log_level: "silent", handlers: ["@nodefabric/handler-demo"] };
   if (store) Object.assign(flags, { store: { url: store }, plugins: ["@nodefabric/plugin-postgres"] });
@@ -172,7 +174,7 @@ async function startWholeFabric({ auth = false, store, telemetry = "off", mcp = 
   }
   const { loadConfig, startFabric } = await core();
   const config = loadConfig({ cwd: repo, env: {}, flags });
-  const fabric = await startFabric(config, undefined, { plugins: await benchPlugins({ store, telemetry, mcp }) });
+  const fabric = await startFabric(config, undefined, { plugins: await benchPlugins({ store, telemetry, mcp, a2a }) });
   await noteSqliteDriver(fabric.urls["run-coordinator"]);
   for (let i = 0; i < 200; i++) {
     const r = await request(`${fabric.urls["node-registry"]}/v1/executors?node_type_id=demo.upstream`, { headers: registryHeaders });
@@ -210,6 +212,33 @@ async function mcpCall(total) {
   try {
     await load(Math.min(total, 1000));
     // CPU of this process (fabric and load generator) per call, as atomic-throughput reports per run.
+    const cpu0 = process.cpuUsage();
+    const result = await withPeakRss(() => load(total));
+    const cpu = process.cpuUsage(cpu0);
+    result.cpu_us_per_run = Math.round((cpu.user + cpu.system) / total);
+    return result;
+  } finally {
+    await close();
+  }
+}
+
+/**
+ * `a2a-send`: demo.echo sent as an A2A message (SendMessage on /a2a, JSON-RPC, A2A 1.0, blocking: one POST per
+ * message, answered with the completed task), each message a run through the gateway's own run logic.
+ */
+async function a2aSend(total) {
+  const { fabric, headers, close } = await startWholeFabric({ a2a: true });
+  const url = fabric.urls["run-gateway"];
+  const body = (i) => ({
+    jsonrpc: "2.0",
+    id: i,
+    method: "SendMessage",
+    params: { message: { messageId: `bench-${i}`, role: "ROLE_USER", parts: [{ data: { i, text: "hello" } }], metadata: { skillId: "demo.echo" } } },
+  });
+  const a2aHeaders = { "a2a-version": "1.0", ...headers };
+  const load = (n) => closedLoop({ url, path: "/a2a", body, headers: a2aHeaders, total: n, clients: CLIENTS, check: (b) => b.result?.task?.status?.state === "TASK_STATE_COMPLETED" && b.result.task.artifacts?.[0]?.parts?.[0]?.data?.echo?.text === "hello" });
+  try {
+    await load(Math.min(total, 1000));
     const cpu0 = process.cpuUsage();
     const result = await withPeakRss(() => load(total));
     const cpu = process.cpuUsage(cpu0);
@@ -479,6 +508,13 @@ const scenarios = [
     describe: `${RUNS} calls of demo.echo as an MCP tool (tools/call on /mcp, 2026-07-28, one POST each), ${CLIENTS} closed-loop clients, all services in one process with @nodefabric/plugin-mcp; target >= 0.7 x the Run API`,
     floor: { name: "atomic-throughput (Run API, MCP plugin loaded)", describe: `POST /v1/runs with Prefer: wait on the same kind of fabric, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS, { mcp: true }) },
     run: () => mcpCall(RUNS),
+    higherIsBetter: true,
+  },
+  {
+    name: "a2a-send",
+    describe: `${RUNS} SendMessage calls of demo.echo over A2A (JSON-RPC on /a2a, 1.0, blocking, one POST each), ${CLIENTS} closed-loop clients, all services in one process with @nodefabric/plugin-a2a; target >= 0.7 x the Run API`,
+    floor: { name: "atomic-throughput (Run API, A2A plugin loaded)", describe: `POST /v1/runs with Prefer: wait on the same kind of fabric, ${RUNS} runs, ${CLIENTS} clients`, run: () => atomicThroughput(RUNS, { a2a: true }) },
+    run: () => a2aSend(RUNS),
     higherIsBetter: true,
   },
   {
