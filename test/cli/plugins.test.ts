@@ -25,8 +25,9 @@ describe("fabric dev --plugin, with the plugin's run store", () => {
 
   it("lists the plugin and the store in its banner", async () => {
     await eventually(async () => (/^store: memtest:\/\/e2e$/m.test(fabric.output()) ? true : undefined), 5_000, "the banner");
-    // `fabric dev` adds the console and the MCP server, installed in this repository, to the plugins it was given.
-    expect(fabric.output()).toMatch(/^plugins: memtest@1\.2\.3, @nodefabric\/plugin-console@0\.1\.0, @nodefabric\/plugin-mcp@0\.1\.0$/m);
+    // `fabric dev` adds the console, the MCP server and the A2A server, installed in this repository, to the plugins it
+    // was given.
+    expect(fabric.output()).toMatch(/^plugins: memtest@1\.2\.3, @nodefabric\/plugin-console@0\.1\.0, @nodefabric\/plugin-mcp@0\.1\.0, @nodefabric\/plugin-a2a@0\.1\.0$/m);
   });
 
   it("serves the plugin's gateway route, and a run completes through the plugin's run store", async () => {

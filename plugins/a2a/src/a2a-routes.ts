@@ -10,7 +10,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Catalogue, FabricError, GatewayCalls, PolicyFilter, callerDigest, callerHeaders, type CallerInfo, type PluginServiceContext } from "@nodefabric/core";
-import { a2aSettings, type A2aSettings } from "./settings.js";
+import { a2aSettings, modelConfigured, type A2aSettings } from "./settings.js";
 
 export interface A2aRoutesOptions extends Partial<A2aSettings> {
   fabric: PluginServiceContext;
@@ -51,7 +51,7 @@ async function loadServing(app: FastifyInstance, options: A2aRoutesOptions, sett
     const skills = caller && policy ? await policy.filter(caller, all) : all;
     return agentCard({ base: at, path: settings.path, version: options.serverVersion ?? "0.0.0", skills, maxSkills: settings.maxSkills, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: caller !== undefined, legacy: true });
   };
-  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, card: (caller) => cardFor(caller, base), waitSeconds: settings.waitSeconds });
+  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, card: (caller) => cardFor(caller, base), waitSeconds: settings.waitSeconds, planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()) });
   push.attach(handler);
   return {
     sdk,

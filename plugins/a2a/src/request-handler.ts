@@ -27,6 +27,8 @@ export interface HandlerDeps {
   card(caller?: CallerInfo): Promise<AgentCard>;
   /** Longest a blocking SendMessage holds (s). */
   waitSeconds: number;
+  /** Whether a message naming no skill goes to the planner (when it is a skill). */
+  planner: boolean;
 }
 
 export function callerOf(ctx: ServerCallContext): CallerInfo {
@@ -108,7 +110,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
     let t: NodeType | undefined;
     let input: Record<string, unknown>;
     if (!skill) {
-      const planner = await this.d.catalogue.get(PLANNER);
+      const planner = this.d.planner ? await this.d.catalogue.get(PLANNER) : undefined;
       if (!planner) {
         const id = `${RUN_PREFIX}-ask-${askOwner(caller)}${randomBytes(8).toString("hex")}`;
         return { task: askTask(caller, id, contextId, await this.skills(caller)) };

@@ -14,6 +14,11 @@ export const A2A_SETTINGS = defineSettings(
     maxSkills: setting.integer({ doc: "Most skills a card lists; of a larger catalogue the card lists this many and says so (any node type may still be named).", env: "FABRIC_A2A_MAX_SKILLS", default: 200, min: 1, max: 10_000 }),
     refreshMs: setting.integer({ doc: "How long one read of the registry is reused (ms).", env: "FABRIC_A2A_REFRESH_MS", default: 2000, min: 0, max: 3_600_000 }),
     maxMessageBytes: setting.integer({ doc: "Largest A2A request body (bytes); a larger one is refused and starts nothing.", env: "FABRIC_A2A_MAX_MESSAGE_BYTES", default: 1_048_576, min: 1024, max: 67_108_864 }),
+    planner: setting.oneOf(["auto", "on", "off"], {
+      doc: "Whether a message naming no skill is a goal for `llm.planner`: `auto` when it is a skill and the environment names a model (FABRIC_LLM_BASE_URL and FABRIC_LLM_MODEL, FABRIC_LLM_CONFIG or FABRIC_LLM_PROFILE).",
+      env: "FABRIC_A2A_PLANNER",
+      default: "auto",
+    }),
     policyFilter: setting.boolean({
       doc: "Ask the PDP which node types each caller may start, and list only those as skills (`off`, `false`, `0` or `no` turns it off).",
       env: "FABRIC_A2A_POLICY_FILTER",
@@ -28,6 +33,11 @@ export type A2aSettings = SettingsValues<(typeof A2A_SETTINGS)["fields"]> & {
   /** Longest a blocking SendMessage holds (s, at most 60); an option only. */
   waitSeconds: number;
 };
+
+/** Whether the environment names a model for handler-llm (docs/llm.md), for `planner: auto`. */
+export function modelConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean((env.FABRIC_LLM_BASE_URL && env.FABRIC_LLM_MODEL) || env.FABRIC_LLM_CONFIG || env.FABRIC_LLM_PROFILE);
+}
 
 /** The entry's options over the FABRIC_A2A_* variables, over the defaults. */
 export function a2aSettings(options: Partial<A2aSettings> = {}, env: NodeJS.ProcessEnv = process.env): A2aSettings {
