@@ -65,7 +65,8 @@ describe("an A2A task across a kill -9 of the fabric", () => {
         expect(states.at(-1)).toBe(TaskState.TASK_STATE_COMPLETED);
       } catch (err) {
         // It ended between GetTask and the subscription: A2A answers that a finished task cannot be subscribed to.
-        expect((err as Error).name).toBe("UnsupportedOperationError");
+        const e = err as Error & { cause?: Error };
+        expect(e.cause?.name ?? e.name).toBe("UnsupportedOperationError");
       }
     }
     const done = await eventually(async () => {

@@ -67,7 +67,7 @@ export const fail = defineAtomic<
   nodeType: {
     node_type_id: "demo.fail",
     version: "1.0.0",
-    description: "Fail: fails with the given error code and message; with succeed_on_attempt, succeeds once ctx.attempt reaches it (for testing retries).",
+    description: "Fail: fails with the given error code and message; with succeed_on_attempt, succeeds once ctx.attempt reaches it (to exercise retries).",
     input_schema: {
       type: "object",
       properties: {

@@ -30,6 +30,7 @@ async function loadServing(app: FastifyInstance, options: A2aRoutesOptions, sett
   const { FabricRequestHandler, CALLER_KEY } = await import("./request-handler.js");
   const { agentCard } = await import("./card.js");
   const { PushConfigs } = await import("./push.js");
+  const { AskTasks } = await import("./ask-tasks.js");
   const authOn = fabric.auth.mode !== "disabled";
   const catalogue = new Catalogue({
     registryUrl: () => fabric.serviceUrl("node-registry"),
@@ -51,7 +52,7 @@ async function loadServing(app: FastifyInstance, options: A2aRoutesOptions, sett
     const skills = caller && policy ? await policy.filter(caller, all) : all;
     return agentCard({ base: at, path: settings.path, version: options.serverVersion ?? "0.0.0", skills, maxSkills: settings.maxSkills, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: caller !== undefined, legacy: true });
   };
-  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, card: (caller) => cardFor(caller, base), waitSeconds: settings.waitSeconds, planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()) });
+  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, asks: new AskTasks(fabric.dataDir), card: (caller) => cardFor(caller, base), waitSeconds: settings.waitSeconds, planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()) });
   push.attach(handler);
   return {
     sdk,
@@ -166,7 +167,8 @@ export async function a2aRoutes(app: FastifyInstance, options: A2aRoutesOptions)
     const method = typeof parsed === "object" && parsed !== null ? (parsed as { method?: unknown }).method : undefined;
     const id = typeof parsed === "object" && parsed !== null ? ((parsed as { id?: unknown }).id ?? null) : null;
     // What is not a JSON-RPC 2.0 request at all is -32600 (JSON-RPC 2.0 §5.1), before any method is looked at.
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed) || (parsed as { jsonrpc?: unknown }).jsonrpc !== "2.0" || typeof method !== "string") {
+    const idOk = id === null || typeof id === "string" || typeof id === "number";
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed) || (parsed as { jsonrpc?: unknown }).jsonrpc !== "2.0" || typeof method !== "string" || !idOk) {
       return reply.send({ jsonrpc: "2.0", id: typeof id === "string" || typeof id === "number" ? id : null, error: { code: -32600, message: "Invalid Request: a JSON-RPC 2.0 request object with a method is required" } });
     }
     const header = req.headers["a2a-version"];
@@ -179,6 +181,9 @@ export async function a2aRoutes(app: FastifyInstance, options: A2aRoutesOptions)
       return reply.send(mapError(e));
     }
     if (method === "SendMessage" || method === "SendStreamingMessage" || method === "message/send" || method === "message/stream") refuseWithoutRunsWrite(caller);
+    // An earlier 1.0 draft (and the TCK) named SendMessage's config pushNotificationConfig.
+    const conf = (parsed as { params?: { configuration?: Record<string, unknown> } }).params?.configuration;
+    if (conf && typeof conf === "object" && conf.pushNotificationConfig !== undefined && conf.taskPushNotificationConfig === undefined) conf.taskPushNotificationConfig = conf.pushNotificationConfig;
     const ctx = contextOf(s, req, caller, version);
     const answer = await (useLegacy ? s.legacyJsonRpc : s.jsonRpc).handle(parsed as Record<string, unknown>, ctx);
     if (answer && typeof (answer as AsyncGenerator)[Symbol.asyncIterator] === "function") {
@@ -187,7 +192,11 @@ export async function a2aRoutes(app: FastifyInstance, options: A2aRoutesOptions)
       try {
         first = await it.next();
       } catch (e) {
-        return reply.send(mapError(e));
+        // A stream that fails before its first event is still a stream: the error is its one event.
+        reply.hijack();
+        reply.raw.writeHead(200, { ...s.sdk.SSE_HEADERS });
+        reply.raw.end(s.sdk.formatSSEEvent(mapError(e)));
+        return;
       }
       return sendSse(reply, first, it, s, mapError);
     }

@@ -97,9 +97,9 @@ export class PushConfigs {
   }
 
   /** The task's configs: the one its message gave (on the run), and those created since (this caller's only). */
-  private configsOf(run: Run, owner: string): TaskPushNotificationConfig[] {
+  private configsOf(taskId: string, run: Run | undefined, owner: string): TaskPushNotificationConfig[] {
     const out: TaskPushNotificationConfig[] = [];
-    const given = metadataOf(run).annotations[PUSH_ANNOTATION];
+    const given = run ? metadataOf(run).annotations[PUSH_ANNOTATION] : undefined;
     if (given) {
       try {
         out.push(...(JSON.parse(given) as TaskPushNotificationConfig[]));
@@ -107,37 +107,39 @@ export class PushConfigs {
         // an annotation that does not parse holds no config
       }
     }
-    for (const s of this.load()) if (s.owner === owner && s.taskId === run.run_id && !out.some((c) => c.id === s.config.id)) out.push(s.config);
+    for (const s of this.load()) if (s.owner === owner && s.taskId === taskId && !out.some((c) => c.id === s.config.id)) out.push(s.config);
     return out;
   }
 
-  async create(reader: TaskReader, caller: CallerInfo, params: TaskPushNotificationConfig): Promise<TaskPushNotificationConfig> {
-    const run = await reader.runOf(caller, params.taskId);
-    const config = this.checked({ ...params, taskId: run.run_id });
-    const stored = this.load().filter((s) => !(s.owner === caller.digest && s.taskId === run.run_id && s.config.id === config.id));
-    if (stored.filter((s) => s.owner === caller.digest && s.taskId === run.run_id).length >= MAX_CONFIGS_PER_TASK) throw new RequestMalformedError(`a task has at most ${MAX_CONFIGS_PER_TASK} push notification configs`);
-    stored.push({ owner: caller.digest, taskId: run.run_id, config });
+  /** Whether configs were created for this task (a task that asked for a skill, now running one). */
+  has(caller: CallerInfo, taskId: string): boolean {
+    return this.load().some((s) => s.owner === caller.digest && s.taskId === taskId);
+  }
+
+  /** Keeps a config of the caller's task (`run`: the task's run, when it is one; it is then followed). */
+  async create(caller: CallerInfo, taskId: string, run: Run | undefined, params: TaskPushNotificationConfig): Promise<TaskPushNotificationConfig> {
+    const config = this.checked({ ...params, taskId });
+    const stored = this.load().filter((s) => !(s.owner === caller.digest && s.taskId === taskId && s.config.id === config.id));
+    if (stored.filter((s) => s.owner === caller.digest && s.taskId === taskId).length >= MAX_CONFIGS_PER_TASK) throw new RequestMalformedError(`a task has at most ${MAX_CONFIGS_PER_TASK} push notification configs`);
+    stored.push({ owner: caller.digest, taskId, config });
     this.stored = stored;
     this.save();
-    if (run.state === "queued" || run.state === "running") this.watch(caller, run.run_id);
+    if (run && (run.state === "queued" || run.state === "running")) this.watch(caller, taskId);
     return config;
   }
 
-  async get(reader: TaskReader, caller: CallerInfo, taskId: string, id: string): Promise<TaskPushNotificationConfig> {
-    const run = await reader.runOf(caller, taskId);
-    const c = this.configsOf(run, caller.digest).find((x) => x.id === (id || "default"));
+  async get(caller: CallerInfo, taskId: string, run: Run | undefined, id: string): Promise<TaskPushNotificationConfig> {
+    const c = this.configsOf(taskId, run, caller.digest).find((x) => x.id === (id || "default"));
     if (!c) throw new TaskNotFoundError(`no push notification config ${id} on task ${taskId}`);
     return c;
   }
 
-  async list(reader: TaskReader, caller: CallerInfo, taskId: string): Promise<ListTaskPushNotificationConfigsResponse> {
-    const run = await reader.runOf(caller, taskId);
-    return { configs: this.configsOf(run, caller.digest), nextPageToken: "" };
+  async list(caller: CallerInfo, taskId: string, run: Run | undefined): Promise<ListTaskPushNotificationConfigsResponse> {
+    return { configs: this.configsOf(taskId, run, caller.digest), nextPageToken: "" };
   }
 
-  async delete(reader: TaskReader, caller: CallerInfo, taskId: string, id: string): Promise<void> {
-    const run = await reader.runOf(caller, taskId);
-    this.stored = this.load().filter((s) => !(s.owner === caller.digest && s.taskId === run.run_id && s.config.id === id));
+  delete(caller: CallerInfo, taskId: string, id: string): void {
+    this.stored = this.load().filter((s) => !(s.owner === caller.digest && s.taskId === taskId && s.config.id === id));
     this.save();
   }
 
@@ -155,7 +157,7 @@ export class PushConfigs {
         const updates = isTerminal(task.status?.state ?? TaskState.TASK_STATE_WORKING) ? endOf(task) : followTask(reader, caller, taskId, task, ac.signal, { events: true, skipSnapshot: true });
         for await (const update of updates) {
           const now = await reader.runOf(caller, taskId);
-          await Promise.all(this.configsOf(now, caller.digest).map((c) => this.deliver(c, update)));
+          await Promise.all(this.configsOf(taskId, now, caller.digest).map((c) => this.deliver(c, update)));
         }
       } catch (err) {
         this.o.log?.warn({ err, taskId }, "a2a: push notifications for a task stopped");

@@ -4,7 +4,7 @@
  * tenants, scopes, the PDP, budgets and approvals apply as on the Run API, and nothing is kept only in memory: a task
  * is its run, and survives a restart of the fabric.
  */
-import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { Message as MessageCodec, TaskState, type AgentCard, type Message, type Task, type StreamResponse, type SendMessageRequest, type ListTasksRequest, type ListTasksResponse, type TaskPushNotificationConfig, type ListTaskPushNotificationConfigsResponse } from "@a2a-js/sdk";
 import type { A2ARequestHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
@@ -14,6 +14,7 @@ import { PLANNER, checkInput, decisionOf, inputOf, skillOf, textOfParts } from "
 import { CALLER_LABEL, CONTEXT_LABEL, MESSAGE_ANNOTATION, PUSH_ANNOTATION, RUN_PREFIX, SKILL_LABEL, TASK_ID, agentMessage, isTaskOf, startingMessage, stateOf, taskOf, textPart } from "./task-mapping.js";
 import { followTask } from "./task-stream.js";
 import type { PushConfigs } from "./push.js";
+import type { AskTask, AskTasks } from "./ask-tasks.js";
 
 /** Where a method finds its caller: the route puts it in the call context's state. */
 export const CALLER_KEY = "nodefabric.caller";
@@ -23,6 +24,7 @@ export interface HandlerDeps {
   catalogue: Catalogue;
   policy?: PolicyFilter;
   push: PushConfigs;
+  asks: AskTasks;
   /** The public card and the caller's extended card. */
   card(caller?: CallerInfo): Promise<AgentCard>;
   /** Longest a blocking SendMessage holds (s). */
@@ -37,23 +39,25 @@ export function callerOf(ctx: ServerCallContext): CallerInfo {
   return c;
 }
 
-/** A message naming no skill, on a fabric without a model: a task asking which skill, whose id says whose it is. */
-const ASK_ID = /^a2a-ask-([0-9a-f]{16})([0-9a-f]{16})$/;
-const askOwner = (caller: CallerInfo) => createHash("sha256").update(caller.digest).digest("hex").slice(0, 16);
-
-function askTask(caller: CallerInfo, id: string, contextId: string, skills: readonly NodeType[]): Task {
-  const names = skills.slice(0, 25).map((t) => `${t.node_type_id}${t.description ? ` (${t.description.slice(0, 80)})` : ""}`);
+/** A task that asks which skill to run (ask-tasks.ts), as A2A shows it. */
+function askView(t: AskTask, skills: readonly NodeType[], historyLength?: number): Task {
+  const names = skills.slice(0, 25).map((n) => `${n.node_type_id}${n.description ? ` (${n.description.slice(0, 80)})` : ""}`);
   const more = skills.length > names.length ? `, and ${skills.length - names.length} more (see the Agent Card)` : "";
   const text =
-    `Which skill should run? Send a message with metadata.skillId set to a skill's id (a node_type_id, optionally @version) and its input as a data part. ` +
+    `Which skill should run? Reply to this task (or send a new message) with metadata.skillId set to a skill's id (a node_type_id, optionally @version) and its input as a data part. ` +
     `Skills: ${names.join("; ")}${more}.`;
-  void caller;
+  const canceled = t.state === "canceled";
+  const history = t.history.map((m) => MessageCodec.fromJSON(m));
   return {
-    id,
-    contextId,
-    status: { state: TaskState.TASK_STATE_INPUT_REQUIRED, message: agentMessage(id, contextId, [textPart(text)]), timestamp: new Date().toISOString() },
+    id: t.id,
+    contextId: t.contextId,
+    status: {
+      state: canceled ? TaskState.TASK_STATE_CANCELED : TaskState.TASK_STATE_INPUT_REQUIRED,
+      message: agentMessage(t.id, t.contextId, [textPart(canceled ? "the task was canceled" : text)]),
+      timestamp: t.updated,
+    },
     artifacts: [],
-    history: [],
+    history: historyLength === undefined ? history : historyLength <= 0 ? [] : history.slice(-historyLength),
     metadata: undefined,
   };
 }
@@ -94,42 +98,49 @@ export class FabricRequestHandler implements A2ARequestHandler {
     return taskOf(run, pending, first ? [first] : [], historyLength);
   }
 
-  private askOf(caller: CallerInfo, taskId: string): Task | undefined {
-    const m = ASK_ID.exec(taskId);
-    if (!m || m[1] !== askOwner(caller)) return undefined;
-    return askTask(caller, taskId, taskId, []);
+  private askOf(caller: CallerInfo, taskId: unknown): AskTask | undefined {
+    return typeof taskId === "string" ? this.d.asks.get(caller, taskId) : undefined;
+  }
+
+  private async askViewOf(caller: CallerInfo, t: AskTask, historyLength?: number): Promise<Task> {
+    return askView(t, t.state === "canceled" ? [] : await this.skills(caller), historyLength);
   }
 
   /** Starts the run a message asks for, or answers the task it continues; the run is stored before this resolves. */
   private async begin(params: SendMessageRequest, caller: CallerInfo, blocking: boolean): Promise<{ task: Task; run?: Run }> {
     const message = params.message;
     if (!message || message.parts.length === 0) throw new RequestMalformedError("a message with at least one part is required");
-    if (message.taskId) return this.continueTask(message, caller, blocking);
+    if (message.taskId) return this.continueTask(params, message, caller, blocking);
     const contextId = message.contextId || randomUUID();
-    let skill = skillOf(message, params.metadata as Record<string, unknown> | undefined);
-    let t: NodeType | undefined;
-    let input: Record<string, unknown>;
+    const skill = skillOf(message, params.metadata as Record<string, unknown> | undefined);
     if (!skill) {
       const planner = this.d.planner ? await this.d.catalogue.get(PLANNER) : undefined;
       if (!planner) {
-        const id = `${RUN_PREFIX}-ask-${askOwner(caller)}${randomBytes(8).toString("hex")}`;
-        return { task: askTask(caller, id, contextId, await this.skills(caller)) };
+        const t = this.d.asks.create(caller, contextId, {});
+        this.d.asks.update(t, { history: [MessageCodec.toJSON({ ...message, taskId: t.id, contextId })] });
+        const push = params.configuration?.taskPushNotificationConfig;
+        if (push && push.url) await this.d.push.create(caller, t.id, undefined, { ...push, taskId: t.id });
+        return { task: await this.askViewOf(caller, t, params.configuration?.historyLength) };
       }
       const goal = textOfParts(message.parts);
       if (goal === "") throw new RequestMalformedError("a message naming no skill is a goal for the planner: give it a text part");
-      skill = { id: PLANNER };
-      t = planner;
-      input = { goal };
-    } else {
-      if (!this.d.catalogue.exposes(skill.id)) throw new RequestMalformedError(`unknown skill: ${skill.id} is not a skill of this agent`);
-      t = skill.version ? await this.versionOf(skill.id, skill.version) : await this.d.catalogue.get(skill.id);
-      if (!t) throw new RequestMalformedError(`unknown skill: ${skill.id}${skill.version ? `@${skill.version}` : ""} is not a skill of this agent`);
-      input = inputOf(message.parts, t);
+      return this.startSkill(params, message, caller, contextId, newFaceRunId(RUN_PREFIX), planner, { goal }, blocking);
     }
-    if (!t) throw new RequestMalformedError("no skill to run");
+    const t = await this.nodeTypeOf(skill);
+    return this.startSkill(params, message, caller, contextId, newFaceRunId(RUN_PREFIX), t, inputOf(message.parts, t), blocking);
+  }
+
+  private async nodeTypeOf(skill: { id: string; version?: string }): Promise<NodeType> {
+    if (!this.d.catalogue.exposes(skill.id)) throw new RequestMalformedError(`unknown skill: ${skill.id} is not a skill of this agent`);
+    const t = skill.version ? await this.versionOf(skill.id, skill.version) : await this.d.catalogue.get(skill.id);
+    if (!t) throw new RequestMalformedError(`unknown skill: ${skill.id}${skill.version ? `@${skill.version}` : ""} is not a skill of this agent`);
+    return t;
+  }
+
+  /** Starts the run of `t` for a message (its input checked first: an invalid one starts nothing). */
+  private async startSkill(params: SendMessageRequest, message: Message, caller: CallerInfo, contextId: string, runId: string, t: NodeType, input: Record<string, unknown>, blocking: boolean): Promise<{ task: Task; run?: Run }> {
     checkInput(t, input);
     if (!caller.mayRun) throw new RequestMalformedError("sending a message starts a run, and the token lacks the scope runs:write");
-    const runId = newFaceRunId(RUN_PREFIX);
     const stored: Message = { ...message, taskId: runId, contextId };
     const annotations: Record<string, string> = { [MESSAGE_ANNOTATION]: JSON.stringify(MessageCodec.toJSON(stored)) };
     const push = params.configuration?.taskPushNotificationConfig;
@@ -150,7 +161,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
       const e = started.body.error ?? {};
       throw new RequestMalformedError(`${e.code ?? `http_${started.status}`}: ${e.message ?? `the Run API answered ${started.status}`}`);
     }
-    if (annotations[PUSH_ANNOTATION]) this.d.push.watch(caller, runId);
+    if (annotations[PUSH_ANNOTATION] || this.d.push.has(caller, runId)) this.d.push.watch(caller, runId);
     return { task: await this.taskOfRun(caller, started.body), run: started.body };
   }
 
@@ -160,10 +171,24 @@ export class FabricRequestHandler implements A2ARequestHandler {
     return latest ? { ...latest, version } : undefined;
   }
 
-  /** A message to an existing task: the decision on the approval it waits for. */
-  private async continueTask(message: Message, caller: CallerInfo, _blocking: boolean): Promise<{ task: Task; run?: Run }> {
+  /** A message to an existing task: a skill for a task that asked for one, or the decision on an approval. */
+  private async continueTask(params: SendMessageRequest, message: Message, caller: CallerInfo, blocking: boolean): Promise<{ task: Task; run?: Run }> {
     const ask = this.askOf(caller, message.taskId);
-    if (ask) throw new RequestMalformedError(`task ${message.taskId} only asks which skill to run: send a new message (no taskId) naming one in metadata.skillId`);
+    if (ask) {
+      if (ask.state === "canceled") throw new UnsupportedOperationError(`task ${ask.id} was canceled`);
+      if (message.contextId && message.contextId !== ask.contextId) throw new RequestMalformedError(`task ${ask.id} belongs to context ${ask.contextId}, not ${message.contextId}`);
+      const json = MessageCodec.toJSON({ ...message, taskId: ask.id, contextId: ask.contextId });
+      const skill = skillOf(message, params.metadata as Record<string, unknown> | undefined);
+      if (!skill) {
+        this.d.asks.update(ask, { history: [...ask.history, json] });
+        return { task: await this.askViewOf(caller, ask, params.configuration?.historyLength) };
+      }
+      // The skill named: the task becomes its run, under the same id.
+      const t = await this.nodeTypeOf(skill);
+      const started = await this.startSkill(params, message, caller, ask.contextId, ask.id, t, inputOf(message.parts, t), blocking);
+      this.d.asks.remove(ask);
+      return started;
+    }
     const run = await this.runOf(caller, message.taskId);
     const pending = run.state === "running" || run.state === "queued" ? await this.d.calls.pendingApprovals(run.run_id, caller.headers) : [];
     if (stateOf(run, pending.length) !== TaskState.TASK_STATE_INPUT_REQUIRED) {
@@ -213,8 +238,8 @@ export class FabricRequestHandler implements A2ARequestHandler {
   async getTask(params: { id: string; historyLength?: number }, ctx: ServerCallContext): Promise<Task> {
     const caller = callerOf(ctx);
     if (params.historyLength !== undefined && params.historyLength < 0) throw new RequestMalformedError("historyLength must not be negative");
-    const ask = typeof params.id === "string" ? this.askOf(caller, params.id) : undefined;
-    if (ask) return ask;
+    const ask = this.askOf(caller, params.id);
+    if (ask) return this.askViewOf(caller, ask, params.historyLength);
     return this.taskOfRun(caller, await this.runOf(caller, params.id), params.historyLength);
   }
 
@@ -223,29 +248,47 @@ export class FabricRequestHandler implements A2ARequestHandler {
     const pageSize = params.pageSize ?? 50;
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError("pageSize must be an integer from 1 to 100");
     if (params.historyLength !== undefined && params.historyLength < 0) throw new RequestMalformedError("historyLength must not be negative");
+    if ((params.status as number) < 0) throw new RequestMalformedError("status is not a task state");
+    if (params.statusTimestampAfter && Number.isNaN(Date.parse(params.statusTimestampAfter))) throw new RequestMalformedError("statusTimestampAfter is not a timestamp");
+    const wanted = params.status ? params.status : undefined;
+    const historyLength = params.historyLength ?? 0;
+    const tasks: Task[] = [];
+    // The tasks that ask for a skill come first, on the first page.
+    if (!params.pageToken) {
+      for (const a of this.d.asks.list(caller)) {
+        if (params.contextId && a.contextId !== params.contextId) continue;
+        if (params.statusTimestampAfter && a.updated <= new Date(params.statusTimestampAfter).toISOString()) continue;
+        const task = await this.askViewOf(caller, a, historyLength);
+        if (wanted !== undefined && task.status?.state !== wanted) continue;
+        tasks.push(task);
+        if (tasks.length >= pageSize) return { tasks, nextPageToken: "", pageSize: tasks.length, totalSize: tasks.length };
+      }
+    }
     const query: Record<string, string> = { limit: String(Math.min(1000, pageSize * 4)) };
     if (params.pageToken) query.page_token = params.pageToken;
-    if (params.statusTimestampAfter) query.created_after = params.statusTimestampAfter;
+    if (params.statusTimestampAfter) query.created_after = new Date(params.statusTimestampAfter).toISOString();
     const res = await this.d.calls.listRuns(query, caller.headers);
     if (res.status !== 200) throw new RequestMalformedError(`invalid page token or filter: ${res.body?.error?.message ?? res.status}`);
-    const wanted = params.status ? params.status : undefined;
-    const tasks: Task[] = [];
     for (const run of res.body as Run[]) {
       if (!isTaskOf(run, caller.digest)) continue;
       if (params.contextId && (run.extensions?.["nodefabric.metadata"] as { labels?: Record<string, string> } | undefined)?.labels?.[CONTEXT_LABEL] !== params.contextId) continue;
-      const task = await this.taskOfRun(caller, run, params.historyLength ?? 0);
+      const task = await this.taskOfRun(caller, run, historyLength);
       if (wanted !== undefined && task.status?.state !== wanted) continue;
       if (params.includeArtifacts !== true) task.artifacts = [];
       tasks.push(task);
       if (tasks.length >= pageSize) break;
     }
     const next = res.headers["x-next-page-token"];
-    return { tasks, nextPageToken: typeof next === "string" ? next : "", pageSize, totalSize: tasks.length };
+    return { tasks, nextPageToken: typeof next === "string" ? next : "", pageSize: tasks.length, totalSize: tasks.length };
   }
 
   async cancelTask(params: { id: string }, ctx: ServerCallContext): Promise<Task> {
     const caller = callerOf(ctx);
-    if (typeof params.id === "string" && this.askOf(caller, params.id)) throw new TaskNotCancelableError(`task ${params.id} runs nothing: it only asks which skill to run`);
+    const ask = this.askOf(caller, params.id);
+    if (ask) {
+      if (ask.state === "canceled") throw new TaskNotCancelableError(`task ${ask.id} was canceled already`);
+      return this.askViewOf(caller, this.d.asks.update(ask, { state: "canceled" }));
+    }
     const run = await this.runOf(caller, params.id);
     if (run.state === "completed" || run.state === "failed" || run.state === "canceled") throw new TaskNotCancelableError(`task ${run.run_id} has already ended (${run.state})`);
     const res = await this.d.calls.cancelRun(run.run_id, caller.headers);
@@ -265,9 +308,11 @@ export class FabricRequestHandler implements A2ARequestHandler {
   async *resubscribe(params: { id: string }, ctx: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const caller = callerOf(ctx);
     const since = Date.now();
-    const ask = typeof params.id === "string" ? this.askOf(caller, params.id) : undefined;
+    const ask = this.askOf(caller, params.id);
     if (ask) {
-      yield { payload: { $case: "task", value: ask } };
+      if (ask.state === "canceled") throw new UnsupportedOperationError(`task ${ask.id} was canceled: read it with GetTask`);
+      // It waits for the client's next message; nothing happens to it until then.
+      yield { payload: { $case: "task", value: await this.askViewOf(caller, ask) } };
       return;
     }
     const run = await this.runOf(caller, params.id);
@@ -281,20 +326,31 @@ export class FabricRequestHandler implements A2ARequestHandler {
     }
   }
 
-  createTaskPushNotificationConfig(params: TaskPushNotificationConfig, ctx: ServerCallContext): Promise<TaskPushNotificationConfig> {
-    return this.d.push.create(this, callerOf(ctx), params);
+  /** The run of a task for its push configs, or undefined for a task that asks for a skill (TaskNotFound for neither). */
+  private async pushTarget(caller: CallerInfo, taskId: string): Promise<Run | undefined> {
+    if (this.askOf(caller, taskId)) return undefined;
+    return this.runOf(caller, taskId);
   }
 
-  getTaskPushNotificationConfig(params: { taskId: string; id: string }, ctx: ServerCallContext): Promise<TaskPushNotificationConfig> {
-    return this.d.push.get(this, callerOf(ctx), params.taskId, params.id);
+  async createTaskPushNotificationConfig(params: TaskPushNotificationConfig, ctx: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    const caller = callerOf(ctx);
+    return this.d.push.create(caller, params.taskId, await this.pushTarget(caller, params.taskId), params);
   }
 
-  listTaskPushNotificationConfigs(params: { taskId: string }, ctx: ServerCallContext): Promise<ListTaskPushNotificationConfigsResponse> {
-    return this.d.push.list(this, callerOf(ctx), params.taskId);
+  async getTaskPushNotificationConfig(params: { taskId: string; id: string }, ctx: ServerCallContext): Promise<TaskPushNotificationConfig> {
+    const caller = callerOf(ctx);
+    return this.d.push.get(caller, params.taskId, await this.pushTarget(caller, params.taskId), params.id);
   }
 
-  deleteTaskPushNotificationConfig(params: { taskId: string; id: string }, ctx: ServerCallContext): Promise<void> {
-    return this.d.push.delete(this, callerOf(ctx), params.taskId, params.id);
+  async listTaskPushNotificationConfigs(params: { taskId: string }, ctx: ServerCallContext): Promise<ListTaskPushNotificationConfigsResponse> {
+    const caller = callerOf(ctx);
+    return this.d.push.list(caller, params.taskId, await this.pushTarget(caller, params.taskId));
+  }
+
+  async deleteTaskPushNotificationConfig(params: { taskId: string; id: string }, ctx: ServerCallContext): Promise<void> {
+    const caller = callerOf(ctx);
+    await this.pushTarget(caller, params.taskId);
+    this.d.push.delete(caller, params.taskId, params.id);
   }
 }
 

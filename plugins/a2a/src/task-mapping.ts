@@ -17,7 +17,8 @@ export const PUSH_ANNOTATION = "nodefabric.a2a.push";
 
 /** The run id prefix of an A2A task. */
 export const RUN_PREFIX = "a2a";
-export const TASK_ID = /^a2a-[0-9a-f]{32}$/;
+/** A task id that may be a run: a2a- and 128 random bits (a2a-ask-… once a task that asked for a skill runs one). */
+export const TASK_ID = /^a2a-(ask-)?[0-9a-f]{32}$/;
 
 export interface RunMetadata {
   labels: Record<string, string>;

@@ -23,6 +23,8 @@ describe("bad input", () => {
 
   it("a request that is not JSON-RPC is an invalid request (-32600); an unknown method -32601", async () => {
     expect((await fetch(`${f.gateway}/a2a`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ hello: 1 }) }).then((r) => r.json())) as object).toMatchObject({ error: { code: -32600 } });
+    const badId = await fetch(`${f.gateway}/a2a`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", method: "SendMessage", params: {}, id: { bad: "type" } }) });
+    expect(((await badId.json()) as { error: { code: number } }).error.code).toBe(-32600);
     const r = await rpc(f.gateway, "NoSuchMethod", {});
     expect(r.status).toBe(200);
     expect(r.body.error.code).toBe(-32601);
@@ -61,6 +63,12 @@ describe("bad input", () => {
       expect(r.status).toBe(200);
       expect(r.body.error.code).toBe(-32001);
     }
+    // A stream's error is the stream's one event.
+    const sub = await fetch(`${f.gateway}/a2a`, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "SubscribeToTask", params: { id: "a2a-0123456789abcdef0123456789abcdef" } }) });
+    expect(sub.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    expect(await sub.text()).toContain('"code":-32001');
+    const list = await rpc(f.gateway, "ListTasks", { status: "NOT_A_STATE" });
+    expect(list.body.error.code).toBe(-32602);
     const rest = await fetch(`${f.gateway}/a2a/rest/tasks/a2a-0123456789abcdef0123456789abcdef`);
     expect(rest.status).toBe(404);
   });

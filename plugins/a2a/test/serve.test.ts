@@ -149,5 +149,23 @@ describe("a message is a run", () => {
     expect(text.value).toContain("metadata.skillId");
     expect(text.value).toContain("demo.echo");
     expect((await c.getTask({ tenant: "", id: t.id, historyLength: undefined })).status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    // A reply naming no skill is kept in the task's history; the task still asks.
+    const again = (await c.sendMessage(send(message(undefined, undefined, { text: "still no skill", taskId: t.id, contextId: t.contextId })))) as Task;
+    expect(again.id).toBe(t.id);
+    expect(again.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    const got = await c.getTask({ tenant: "", id: t.id, historyLength: 5 });
+    expect(got.history.map((m) => (m.parts[0]!.content as { value: string }).value)).toEqual(["hello", "still no skill"]);
+    const listed = await c.listTasks({ tenant: "", contextId: t.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: 10, pageToken: "", historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: false });
+    expect(listed.tasks.map((x) => x.id)).toEqual([t.id]);
+    expect(listed.pageSize).toBe(1);
+    // A reply naming a skill runs it, as the same task.
+    const ran = (await c.sendMessage(send(message("demo.echo", { now: "named" }, { taskId: t.id })))) as Task;
+    expect(ran.id).toBe(t.id);
+    expect(ran.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(((await (await fetch(`${f.gateway}/v1/runs/${t.id}`)).json()) as { state: string }).state).toBe("completed");
+    // Another one is canceled.
+    const other = (await c.sendMessage(send(message(undefined, undefined, { text: "hi" })))) as Task;
+    expect((await c.cancelTask({ tenant: "", id: other.id, metadata: undefined })).status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    expect((await c.getTask({ tenant: "", id: other.id, historyLength: undefined })).status?.state).toBe(TaskState.TASK_STATE_CANCELED);
   });
 });
