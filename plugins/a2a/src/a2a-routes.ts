@@ -216,7 +216,8 @@ export async function a2aRoutes(app: FastifyInstance, options: A2aRoutesOptions)
     try {
       if (version !== "1.0") throw new s.errors.VersionNotSupportedError(`A2A-Version ${version} is not served on HTTP+JSON (1.0 is; 0.3 on JSON-RPC)`);
       const url = new URL(req.url, "http://x");
-      let rel = decodeURIComponent(url.pathname.slice(`${path}/rest`.length)) || "/";
+      const prefix = `${path}/rest`;
+      let rel = decodeURIComponent(url.pathname.startsWith(`${prefix}/`) ? url.pathname.slice(prefix.length) : url.pathname) || "/";
       // A tenant may prefix the path (A2A 1.0 §11); the fabric's tenants come from the caller's token, so it is dropped.
       rel = rel.replace(/^\/v1(?=\/)/, "");
       const q = url.searchParams;
@@ -291,4 +292,14 @@ export async function a2aRoutes(app: FastifyInstance, options: A2aRoutesOptions)
   app.get(`${path}/rest/*`, { config: restAccess("GET") }, rest);
   app.post(`${path}/rest/*`, { config: restAccess("POST") }, rest);
   app.delete(`${path}/rest/*`, { config: restAccess("POST") }, rest);
+  // Some clients (the TCK's) join the binding's paths to the host, not to the interface URL: the same operations
+  // answer at the gateway's root too.
+  const rootAccess = (method: "GET" | "POST", p: string) => ({ access: { method, path: p, scope: "runs:read" as const } });
+  app.post("/message::send", { config: rootAccess("POST", "/message:send") }, rest);
+  app.post("/message::stream", { config: rootAccess("POST", "/message:stream") }, rest);
+  app.get("/extendedAgentCard", { config: rootAccess("GET", "/extendedAgentCard") }, rest);
+  app.get("/tasks", { config: rootAccess("GET", "/tasks") }, rest);
+  app.get("/tasks/*", { config: rootAccess("GET", "/tasks/*") }, rest);
+  app.post("/tasks/*", { config: rootAccess("POST", "/tasks/*") }, rest);
+  app.delete("/tasks/*", { config: rootAccess("POST", "/tasks/*") }, rest);
 }

@@ -139,6 +139,12 @@ describe("a message is a run", () => {
     const s = (await c.sendMessage(send(message("demo.sleep", { ms: 60_000 }), true))) as Task;
     expect((await c.cancelTask({ tenant: "", id: s.id, metadata: undefined })).status?.state).toBe(TaskState.TASK_STATE_CANCELED);
     await expect(c.getTask({ tenant: "", id: "a2a-00000000000000000000000000000000", historyLength: undefined })).rejects.toMatchObject({ name: "TaskNotFoundError" });
+    // The same operations answer at the gateway's root, for clients that join the paths to the host.
+    const root = await fetch(`${f.gateway}/message:send`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ message: { messageId: "r1", role: "ROLE_USER", parts: [{ data: { at: "root" } }], metadata: { skillId: "demo.echo" } } }) });
+    expect(root.status).toBe(200);
+    const rootTask = ((await root.json()) as { task: { id: string; status: { state: string } } }).task;
+    expect(rootTask.status.state).toBe("TASK_STATE_COMPLETED");
+    expect((await fetch(`${f.gateway}/tasks/${rootTask.id}`)).status).toBe(200);
   });
 
   it("a message naming no skill, on a fabric without a model, is a task in INPUT_REQUIRED listing the skills", async () => {
