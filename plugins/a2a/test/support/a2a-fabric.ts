@@ -2,27 +2,16 @@
  * A whole fabric for the A2A server's tests: the seven services in this process on ephemeral loopback ports, the demo
  * handlers and this plugin loaded from source; and the official A2A client (@a2a-js/sdk/client) for its card.
  */
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Role, type Message } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from "@a2a-js/sdk/client";
-import { loadConfig } from "../../../../core/src/config.js";
-import { startFabric, type RunningFabric } from "../../../../core/src/fabric.js";
-import type { LoadedPlugin } from "../../../../core/src/plugin-loader.js";
-import { SERVICE_NAMES } from "../../../../core/src/http/service.js";
+import { startPluginFabric, type PluginFabric } from "../../../../core/test/support/plugin-fabric.js";
 import a2aPlugin from "../../src/index.js";
 
-const repoRoot = fileURLToPath(new URL("../../../..", import.meta.url));
 const pluginDir = fileURLToPath(new URL("../..", import.meta.url));
 
-export interface A2aFabric {
-  fabric: RunningFabric;
-  gateway: string;
-  dataDir: string;
-  close(): Promise<void>;
-}
+export type A2aFabric = PluginFabric;
 
 export interface A2aFabricOptions {
   auth?: Record<string, unknown>;
@@ -34,42 +23,15 @@ export interface A2aFabricOptions {
   registryToken?: string;
 }
 
-async function ready(registry: string, id: string, token?: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    const res = await fetch(`${registry}/v1/node-types/${id}`, token ? { headers: { authorization: `Bearer ${token}` } } : {}).catch(() => undefined);
-    if (res?.status === 200) return;
-    await new Promise((r) => setTimeout(r, 30));
-  }
-  throw new Error(`${id} never reached the registry`);
-}
-
 export async function startA2aFabric(o: A2aFabricOptions = {}): Promise<A2aFabric> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-a2a-"));
-  const flags: Record<string, unknown> = {
-    port_base: 0,
-    data_dir: dataDir,
-    log_level: "silent",
-    policy_checks: o.policy !== undefined,
-    handlers: ["@nodefabric/handler-demo"],
+  return startPluginFabric({
+    plugin: { definition: a2aPlugin, source: "@nodefabric/plugin-a2a", file: path.join(pluginDir, "src/index.ts") },
+    ...(o.a2a ? { options: o.a2a } : {}),
+    ...(o.auth ? { auth: o.auth } : {}),
     ...(o.policy ? { policy: o.policy } : {}),
-    ...o.extraFlags,
-  };
-  if (o.auth) flags.auth = o.auth;
-  const config = loadConfig({ cwd: repoRoot, env: {}, flags: flags as never });
-  const definition = o.a2a ? { ...a2aPlugin, services: a2aPlugin.services!.map((s) => ({ ...s, options: { ...s.options, ...o.a2a } })) } : a2aPlugin;
-  const loaded: LoadedPlugin = { definition: definition as never, source: "@nodefabric/plugin-a2a", file: path.join(pluginDir, "src/index.ts"), discovered: false };
-  const fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded] });
-  const url = (n: string) => fabric.services.find((s) => s.name === n)!.url;
-  await ready(url("node-registry"), "demo.echo", o.registryToken);
-  return {
-    fabric,
-    gateway: url("run-gateway"),
-    dataDir,
-    close: async () => {
-      await fabric.close();
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+    ...(o.extraFlags ? { extraFlags: o.extraFlags } : {}),
+    ...(o.registryToken ? { registryToken: o.registryToken } : {}),
+  });
 }
 
 /** The official client from the fabric's card, over JSON-RPC or HTTP+JSON, with a bearer token when given. */

@@ -7,13 +7,10 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { loadConfig } from "../../../../core/src/config.js";
-import { startFabric, type RunningFabric } from "../../../../core/src/fabric.js";
-import type { LoadedPlugin } from "../../../../core/src/plugin-loader.js";
-import { SERVICE_NAMES } from "../../../../core/src/http/service.js";
+import type { RunningFabric } from "../../../../core/src/fabric.js";
+import { startPluginFabric } from "../../../../core/test/support/plugin-fabric.js";
 import mcpPlugin from "../../src/index.js";
 
-const repoRoot = fileURLToPath(new URL("../../../..", import.meta.url));
 const pluginDir = fileURLToPath(new URL("../..", import.meta.url));
 
 export interface McpFabric {
@@ -39,43 +36,26 @@ export interface McpFabricOptions {
   registryToken?: string;
 }
 
-/** Resolves once the atomic executor's node types are in the registry. */
-async function ready(gatewayRegistry: string, id: string, token?: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    const res = await fetch(`${gatewayRegistry}/v1/node-types/${id}`, token ? { headers: { authorization: `Bearer ${token}` } } : {}).catch(() => undefined);
-    if (res?.status === 200) return;
-    await new Promise((r) => setTimeout(r, 30));
-  }
-  throw new Error(`${id} never reached the registry`);
-}
-
 export async function startMcpFabric(o: McpFabricOptions = {}): Promise<McpFabric> {
   const dataDir = o.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "nf-mcp-"));
-  const flags: Record<string, unknown> = {
-    port_base: 0,
-    data_dir: dataDir,
-    log_level: "silent",
-    policy_checks: o.policy !== undefined,
-    handlers: o.handlers ?? ["@nodefabric/handler-demo"],
+  const started = await startPluginFabric({
+    plugin: { definition: mcpPlugin, source: "@nodefabric/plugin-mcp", file: path.join(pluginDir, "src/index.ts") },
+    ...(o.mcp ? { options: o.mcp } : {}),
+    ...(o.auth ? { auth: o.auth } : {}),
+    ...(o.handlers ? { handlers: o.handlers } : {}),
     ...(o.policy ? { policy: o.policy } : {}),
-    ...o.extraFlags,
-  };
-  if (o.auth) flags.auth = o.auth;
-  const config = loadConfig({ cwd: repoRoot, env: {}, flags: flags as never });
-  const definition = o.mcp ? { ...mcpPlugin, services: mcpPlugin.services!.map((s) => ({ ...s, options: { ...s.options, ...o.mcp } })) } : mcpPlugin;
-  const loaded: LoadedPlugin = { definition: definition as never, source: "@nodefabric/plugin-mcp", file: path.join(pluginDir, "src/index.ts"), discovered: false };
-  const fabric = await startFabric(config, SERVICE_NAMES, { plugins: [loaded] });
-  const url = (n: string) => fabric.services.find((s) => s.name === n)!.url;
-  await ready(url("node-registry"), "demo.echo", o.registryToken);
-  const gateway = url("run-gateway");
+    ...(o.extraFlags ? { extraFlags: o.extraFlags } : {}),
+    ...(o.registryToken ? { registryToken: o.registryToken } : {}),
+    dataDir,
+  });
   const mcpPath = (o.mcp?.path as string | undefined) ?? "/mcp";
   return {
-    fabric,
-    gateway,
-    mcpUrl: `${gateway}${mcpPath}`,
+    fabric: started.fabric,
+    gateway: started.gateway,
+    mcpUrl: `${started.gateway}${mcpPath}`,
     dataDir,
     close: async () => {
-      await fabric.close();
+      await started.close();
       if (!o.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
