@@ -36,7 +36,8 @@ describe("an A2A task across a kill -9 of the fabric", () => {
     const args = ["dev", "--port-base", String(base), "--data-dir", dataDir];
     fabric = await startFabricProcess(args, { cwd: repo });
     const gw = fabric.urls["run-gateway"]!;
-    expect(fabric.output()).toContain(`${gw}/.well-known/agent-card.json`);
+    // The banner names the card (its line may come a moment after the services').
+    await eventually(async () => (fabric!.output().includes(`a2a: ${gw}/.well-known/agent-card.json`) ? true : undefined), 10_000, "the banner's a2a line");
     const client = await eventually(async () => {
       const c = await new ClientFactory().createFromUrl(gw);
       const card = await c.getAgentCard();
