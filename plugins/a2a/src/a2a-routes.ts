@@ -52,7 +52,14 @@ async function loadServing(app: FastifyInstance, options: A2aRoutesOptions, sett
     const skills = caller && policy ? await policy.filter(caller, all) : all;
     return agentCard({ base: at, path: settings.path, version: options.serverVersion ?? "0.0.0", skills, maxSkills: settings.maxSkills, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: caller !== undefined, legacy: true });
   };
-  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, asks: new AskTasks(fabric.dataDir), card: (caller) => cardFor(caller, base), waitSeconds: settings.waitSeconds, planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()) });
+  // What the transports ask of the card on every request (versions, capabilities) needs no skills: that card is made
+  // once per address, not from the catalogue each time.
+  let light: { at: string; card: Awaited<ReturnType<typeof agentCard>> } | undefined;
+  const lightCard = () => {
+    if (light?.at !== base) light = { at: base, card: agentCard({ base, path: settings.path, version: options.serverVersion ?? "0.0.0", skills: [], maxSkills: settings.maxSkills, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: false, legacy: true }) };
+    return light.card;
+  };
+  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, asks: new AskTasks(fabric.dataDir), card: async (caller) => (caller ? cardFor(caller, base) : lightCard()), waitSeconds: settings.waitSeconds, planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()) });
   push.attach(handler);
   return {
     sdk,
