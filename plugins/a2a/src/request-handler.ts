@@ -33,6 +33,8 @@ export interface HandlerDeps {
   planner: boolean;
 }
 
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
+
 export function callerOf(ctx: ServerCallContext): CallerInfo {
   const c = ctx.state.get(CALLER_KEY) as CallerInfo | undefined;
   if (!c) throw new Error("the A2A route put no caller in the call context");
@@ -249,7 +251,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100) throw new RequestMalformedError("pageSize must be an integer from 1 to 100");
     if (params.historyLength !== undefined && params.historyLength < 0) throw new RequestMalformedError("historyLength must not be negative");
     if ((params.status as number) < 0) throw new RequestMalformedError("status is not a task state");
-    if (params.statusTimestampAfter && Number.isNaN(Date.parse(params.statusTimestampAfter))) throw new RequestMalformedError("statusTimestampAfter is not a timestamp");
+    if (params.statusTimestampAfter && (!RFC3339.test(params.statusTimestampAfter) || Number.isNaN(Date.parse(params.statusTimestampAfter)))) throw new RequestMalformedError("statusTimestampAfter is not an RFC 3339 timestamp");
     const wanted = params.status ? params.status : undefined;
     const historyLength = params.historyLength ?? 0;
     const tasks: Task[] = [];

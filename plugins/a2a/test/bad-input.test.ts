@@ -69,6 +69,8 @@ describe("bad input", () => {
     expect(await sub.text()).toContain('"code":-32001');
     const list = await rpc(f.gateway, "ListTasks", { status: "NOT_A_STATE" });
     expect(list.body.error.code).toBe(-32602);
+    for (const when of ["-1", "yesterday", "2026-13-45"]) expect((await rpc(f.gateway, "ListTasks", { statusTimestampAfter: when })).body.error.code).toBe(-32602);
+    expect((await rpc(f.gateway, "ListTasks", { statusTimestampAfter: "2026-01-01T00:00:00Z" })).body.result).toBeDefined();
     const rest = await fetch(`${f.gateway}/a2a/rest/tasks/a2a-0123456789abcdef0123456789abcdef`);
     expect(rest.status).toBe(404);
   });
