@@ -5,7 +5,6 @@
  * Also registers `fabric runs …` (see runs-command.ts and runs-follow.ts).
  */
 import { readFileSync } from "node:fs";
-import { setTimeout as delay } from "node:timers/promises";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { Run, RunEvent, RunStartRequest, RunState } from "@nodefabric/schemas";
 import { GatewayClient } from "../clients/gateway-client.js";
@@ -27,6 +26,7 @@ import {
 import { RunTreeView, TerminalTreeRenderer, formatOutputs } from "./run-tree-view.js";
 import { runsCancel, runsEvents, runsGet, runsLs } from "./runs-command.js";
 import { runsFollow } from "./runs-follow.js";
+import { followRun } from "./follow-run.js";
 
 export interface RunCommandOptions {
   input?: string;
@@ -43,8 +43,6 @@ export interface RunCommandOptions {
 }
 
 const ENDED: ReadonlySet<string> = new Set(["completed", "failed", "canceled"]);
-/** Reconnections in a row that bring no new event before `fabric run` gives up following. */
-const MAX_FRUITLESS_RECONNECTS = 5;
 
 /** Splits `<node_type_id>[@version]`. */
 export function parseTarget(target: string): { nodeTypeId: string; version?: string } {
@@ -78,38 +76,6 @@ export function readInput(opts: Pick<RunCommandOptions, "input" | "inputFile">):
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new UsageError(`${source} must be a JSON object`);
   return value as Record<string, unknown>;
-}
-
-/**
- * Follows a run's events until run_completed, resuming with after_seq when the stream breaks off; each event is
- * handed to `onEvent` once, in seq order.
- */
-export async function followRun(client: GatewayClient, runId: string, onEvent: (e: RunEvent) => void, signal?: AbortSignal): Promise<void> {
-  let afterSeq: number | undefined;
-  let fruitless = 0;
-  for (;;) {
-    let progressed = false;
-    try {
-      for await (const e of client.events(runId, { afterSeq, signal })) {
-        if (afterSeq !== undefined && e.seq <= afterSeq) continue;
-        afterSeq = e.seq;
-        progressed = true;
-        onEvent(e);
-        if (e.type === "run_completed") return;
-      }
-    } catch (err) {
-      if (signal?.aborted) throw err;
-      // A refusal (404, 401, …) will not change by asking again; a broken connection may.
-      if (FabricError.is(err) && err.statusCode < 500) throw err;
-      if (!progressed && fruitless + 1 >= MAX_FRUITLESS_RECONNECTS) throw err;
-    }
-    // The stream ended or broke before run_completed: resume after the last event seen.
-    fruitless = progressed ? 0 : fruitless + 1;
-    if (fruitless >= MAX_FRUITLESS_RECONNECTS) {
-      throw new FabricError("upstream_unavailable", `the event stream of ${runId} keeps closing before the run ends`);
-    }
-    await delay(Math.min(2000, 100 * 2 ** fruitless), undefined, { signal });
-  }
 }
 
 /** The outputs of a completed run, for a person: pretty, cut where long, with where to read all of them. */

@@ -7,7 +7,7 @@ import type { Run, RunEvent } from "@nodefabric/schemas";
 import { EXIT_FAILED, EXIT_OK, printRunError } from "./run-cli-context.js";
 import { withGateway, type GatewayTarget } from "./runs-command.js";
 import { formatOutputs } from "./run-tree-view.js";
-import { followRun } from "./run-command.js";
+import { followRun } from "./follow-run.js";
 
 /** Control characters other than line breaks and tabs: what a handler wrote must not steer the terminal. */
 // eslint-disable-next-line no-control-regex
