@@ -47,6 +47,7 @@ export function declaredButExcused(d: Decisions, card: AgentCard): string[] {
   return [...used].filter((key) => {
     const cap = key.slice("undeclared:".length);
     if (cap === "securitySchemes") return Object.keys(card.securitySchemes ?? {}).length > 0;
-    return caps[cap] === true;
+    // extensions is a list: declared when it names one.
+    return Array.isArray(caps[cap]) ? (caps[cap] as unknown[]).length > 0 : caps[cap] === true;
   });
 }
