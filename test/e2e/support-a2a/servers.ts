@@ -56,12 +56,17 @@ export function jsonRpcUrl(card: AgentCard): string {
 
 /**
  * Starts `fabric dev` as a user would, on free ports, with the demo handlers, and answers its Agent Card and JSON-RPC
- * URL. The gateway's own auth (dev mode) applies, as for any client.
+ * URL. The gateway's own auth (dev mode) applies, as for any client. The TCK's push tests receive notifications at
+ * http://localhost:8888/webhook: the operator allows loopback egress, as anyone running a webhook receiver beside the
+ * fabric would (push notifications go through the executor's egress policy).
  */
 export async function startA2aFabric(options: { handlers?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<A2aAgent & { fabric: FabricProcess; gateway: string }> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "nf-a2a-tck-"));
   const handlers = options.handlers ?? ["@nodefabric/handler-demo"];
-  const fabric = await startFabricProcess(["dev", "--port-base", "0", "--data-dir", dataDir, "--handlers", ...handlers], { cwd: repo, env: options.env ?? {} });
+  const fabric = await startFabricProcess(["dev", "--port-base", "0", "--data-dir", dataDir, "--handlers", ...handlers], {
+    cwd: repo,
+    env: options.env ?? { FABRIC_EXECUTOR_EGRESS_ALLOW_CIDRS: "127.0.0.1/32,::1/128" },
+  });
   const gateway = fabric.urls["run-gateway"];
   try {
     const card = await readCard(gateway);
