@@ -68,12 +68,15 @@ export async function startA2aFabric(options: { handlers?: string[]; env?: NodeJ
     env: options.env ?? { FABRIC_EXECUTOR_EGRESS_ALLOW_CIDRS: "127.0.0.1/32,::1/128" },
   });
   const gateway = fabric.urls["run-gateway"];
+  // The TCK reads the card's URLs, which follow the request's Host: it flags 127.0.0.1 in a public card as an internal
+  // address but allows localhost (its own test says so), so the TCK is pointed at localhost, as a user on the machine.
+  const base = gateway.replace("//127.0.0.1:", "//localhost:");
   try {
-    const card = await readCard(gateway);
+    const card = await readCard(base);
     return {
       fabric,
       gateway,
-      base: gateway,
+      base,
       card,
       jsonrpc: jsonRpcUrl(card),
       output: fabric.output,
