@@ -81,12 +81,15 @@ export function artifactsOf(run: Run): Artifact[] {
   return [{ artifactId: `${run.run_id}-outputs`, name: "outputs", description: "The run's outputs", parts, metadata: undefined, extensions: [] }];
 }
 
-/** The text of outputs that are text: a string, or an object whose only string field (or `text`) holds it. */
+/** Fields that hold the text answer of outputs with other fields too (llm.chat's `text`, llm.agent's `answer`, llm.planner's summary). */
+const TEXT_FIELDS = ["text", "answer", "planner_summary"];
+
+/** The text of outputs that are text: a string, or an object whose only string field (or a TEXT_FIELDS one) holds it. */
 function textOf(outputs: unknown): string | undefined {
   if (typeof outputs === "string") return outputs;
   if (outputs === null || typeof outputs !== "object" || Array.isArray(outputs)) return undefined;
   const o = outputs as Record<string, unknown>;
-  if (typeof o.text === "string") return o.text;
+  for (const k of TEXT_FIELDS) if (typeof o[k] === "string" && o[k] !== "") return o[k] as string;
   const strings = Object.values(o).filter((v): v is string => typeof v === "string");
   return strings.length === 1 && Object.keys(o).length === 1 ? strings[0] : undefined;
 }
