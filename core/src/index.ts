@@ -35,6 +35,7 @@ export { GatewayCalls, callerHeaders, followToEnd, type CallerHeaders, type Face
 export { callerDigest, newFaceRunId, type CallerInfo } from "./faces/caller-info.js";
 export { Catalogue, globToRegExp, type CatalogueOptions } from "./faces/catalogue.js";
 export { PolicyFilter, type PolicyFilterOptions } from "./faces/policy-filter.js";
+export { searchCatalogue, MAX_SEARCH_RESULTS, type CatalogueSearch, type CatalogueSearchAnswer } from "./faces/catalogue-search.js";
 export { EgressPolicy, EgressDeniedError, createEgressDispatcher, egressFetch, type EgressOptions } from "./services/atomic-executor/egress-policy.js";
 export { definePlugin, isPlugin, pluginProblem, PLUGIN_BRAND, type PluginDefinition, type PluginInput, type PluginStores, type PluginService, type StoreFactory, type StoreOpenOptions, type CommandFactory, type CommandTools, type PluginServiceContext, type PluginLink } from "./plugin.js";
 export { loadPlugins, PluginLoadError, type LoadedPlugin, type LoadPluginsOptions } from "./plugin-loader.js";

@@ -9,7 +9,7 @@
  * (the official TCK) is served as 1.0, and a 0.3 client through the SDK's compat layer (docs/a2a.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { Catalogue, FabricError, GatewayCalls, PolicyFilter, callerDigest, callerHeaders, type CallerInfo, type PluginServiceContext } from "@nodefabric/core";
+import { Catalogue, FabricError, GatewayCalls, PolicyFilter, callerDigest, searchCatalogue, callerHeaders, type CallerInfo, type PluginServiceContext } from "@nodefabric/core";
 import { a2aSettings, modelConfigured, type A2aSettings } from "./settings.js";
 
 export interface A2aRoutesOptions extends Partial<A2aSettings> {
@@ -50,16 +50,21 @@ async function loadServing(app: FastifyInstance, options: A2aRoutesOptions, sett
   const cardFor = async (caller?: CallerInfo, at = base) => {
     const all = await catalogue.list();
     const skills = caller && policy ? await policy.filter(caller, all) : all;
-    return agentCard({ base: at, path: settings.path, version: options.serverVersion ?? "0.0.0", skills, maxSkills: settings.maxSkills, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: caller !== undefined, legacy: true });
+    const search = settings.mode === "search" || (settings.mode === "auto" && skills.length > settings.maxSkills);
+    return agentCard({ base: at, path: settings.path, version: options.serverVersion ?? "0.0.0", skills, maxSkills: settings.maxSkills, search, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: caller !== undefined, legacy: true });
   };
   // What the transports ask of the card on every request (versions, capabilities) needs no skills: that card is made
   // once per address, not from the catalogue each time.
   let light: { at: string; card: Awaited<ReturnType<typeof agentCard>> } | undefined;
   const lightCard = () => {
-    if (light?.at !== base) light = { at: base, card: agentCard({ base, path: settings.path, version: options.serverVersion ?? "0.0.0", skills: [], maxSkills: settings.maxSkills, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: false, legacy: true }) };
+    if (light?.at !== base) light = { at: base, card: agentCard({ base, path: settings.path, version: options.serverVersion ?? "0.0.0", skills: [], maxSkills: settings.maxSkills, search: false, auth: { on: authOn, oidcIssuer: fabric.auth.oidc?.issuer }, extended: false, legacy: true }) };
     return light.card;
   };
-  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, asks: new AskTasks(fabric.dataDir), card: async (caller) => (caller ? cardFor(caller, base) : lightCard()), waitSeconds: settings.waitSeconds, planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()) });
+  const handler = new FabricRequestHandler({ calls: new GatewayCalls(app, fabric.runs), catalogue, ...(policy ? { policy } : {}), push, asks: new AskTasks(fabric.dataDir), card: async (caller) => (caller ? cardFor(caller, base) : lightCard()), waitSeconds: settings.waitSeconds,
+    planner: settings.planner === "on" || (settings.planner === "auto" && modelConfigured()),
+    search: async (caller, query, limit) =>
+      searchCatalogue({ selectionUrl: fabric.serviceUrl("selection"), token: await fabric.serviceToken?.("selection"), catalogue, goal: query, limit, subtaskId: "a2a-search", ...(policy ? { keep: (types) => policy.filter(caller, types) } : {}) }),
+  });
   push.attach(handler);
   return {
     sdk,

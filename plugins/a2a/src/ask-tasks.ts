@@ -3,7 +3,7 @@
  * INPUT_REQUIRED that runs nothing yet. It is kept durably in `a2a-ask-tasks.json` in the fabric's data folder (by
  * its caller), so it is listed, read with its history, continued, canceled and given push configs like any task.
  * A reply naming a skill turns it into a run whose id is the task's id, and it leaves this file: the run is the task
- * from then on.
+ * from then on. A search (search.ts) is kept here too, as a task COMPLETED at once with its answer.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -14,7 +14,9 @@ export interface AskTask {
   id: string;
   owner: string;
   contextId: string;
-  state: "input_required" | "canceled";
+  state: "input_required" | "canceled" | "completed";
+  /** A completed search's answer (the artifact's data part). */
+  answer?: unknown;
   /** The messages sent to it (A2A 1.0 JSON). */
   history: unknown[];
   created: string;
@@ -77,7 +79,7 @@ export class AskTasks {
       .reverse();
   }
 
-  update(t: AskTask, change: Partial<Pick<AskTask, "state" | "history">>): AskTask {
+  update(t: AskTask, change: Partial<Pick<AskTask, "state" | "history" | "answer">>): AskTask {
     Object.assign(t, change, { updated: new Date().toISOString() });
     this.save();
     return t;

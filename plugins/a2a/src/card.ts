@@ -1,10 +1,16 @@
 /**
  * The fabric's Agent Card (A2A 1.0): its interfaces (JSON-RPC and HTTP+JSON, at URLs made from the request's own
  * address), capabilities, security schemes, and a skill per node type the caller may run. gRPC is not served and not
- * declared. A catalogue larger than `maxSkills` is listed in part, with a note naming how to run any node type.
+ * declared. In search mode (a catalogue larger than `maxSkills`, search.ts) the card lists a few skills: `fabric.search`,
+ * and the planner and agent when the caller may run them; otherwise a catalogue larger than `maxSkills` is listed in
+ * part, with a note naming how to run any node type.
  */
 import type { AgentCard, AgentSkill, SecurityScheme } from "@a2a-js/sdk";
 import type { NodeType } from "@nodefabric/schemas";
+import { SEARCH_SKILL, searchSkill } from "./search.js";
+
+/** The skills a card in search mode lists besides the search, when the caller may run them. */
+const ALWAYS = ["llm.planner", "llm.agent"];
 
 export interface CardInput {
   /** The scheme and host the request came to (`https://fabric.example.com`). */
@@ -13,6 +19,8 @@ export interface CardInput {
   version: string;
   skills: readonly NodeType[];
   maxSkills: number;
+  /** Search mode: the card lists the search skill (and the planner and agent when among `skills`) instead. */
+  search: boolean;
   auth: { on: boolean; oidcIssuer?: string };
   /** Whether this is the extended card of an authenticated caller. */
   extended: boolean;
@@ -63,13 +71,14 @@ export function agentCard(i: CardInput): AgentCard {
       schemes.oidc = { scheme: { $case: "openIdConnectSecurityScheme", value: { description: "The fabric's OpenID provider.", openIdConnectUrl: `${i.auth.oidcIssuer.replace(/\/+$/, "")}/.well-known/openid-configuration` } } };
     }
   }
-  const shown = i.skills.slice(0, i.maxSkills).map(skillOfNodeType);
-  const partial = i.skills.length > shown.length;
+  const shown = i.search ? [searchSkill(), ...i.skills.filter((t) => ALWAYS.includes(t.node_type_id)).map(skillOfNodeType)] : i.skills.slice(0, i.maxSkills).map(skillOfNodeType);
+  const partial = !i.search && i.skills.length > shown.length;
   return {
     name: "NodeFabric",
     description:
       "A NodeFabric fabric: every node type is a skill and every task a durable run (cancelable, surviving restarts, waiting for approvals as INPUT_REQUIRED). " +
       "Name a skill in message.metadata.skillId and give its input as a data part." +
+      (i.search ? ` The catalogue holds ${i.skills.length} skills: find them with the skill ${SEARCH_SKILL} (a text part, or a data part {"query": …}), then name any node type it finds the same way.` : "") +
       (partial ? ` This card lists ${shown.length} of ${i.skills.length} skills; any node type of the fabric's catalogue can be named the same way.` : "") +
       (i.auth.on && !i.extended ? " Authenticated callers get the extended card, with the skills they may run." : ""),
     supportedInterfaces: [

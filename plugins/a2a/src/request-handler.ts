@@ -8,13 +8,14 @@ import { randomUUID } from "node:crypto";
 import { Message as MessageCodec, TaskState, type AgentCard, type Message, type Task, type StreamResponse, type SendMessageRequest, type ListTasksRequest, type ListTasksResponse, type TaskPushNotificationConfig, type ListTaskPushNotificationConfigsResponse } from "@a2a-js/sdk";
 import type { A2ARequestHandler, ServerCallContext } from "@a2a-js/sdk/server";
 import { RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
-import { newFaceRunId, type CallerInfo, type Catalogue, type GatewayCalls, type PolicyFilter } from "@nodefabric/core";
+import { newFaceRunId, type CallerInfo, type CatalogueSearchAnswer, type Catalogue, type GatewayCalls, type PolicyFilter } from "@nodefabric/core";
 import type { NodeType, Run } from "@nodefabric/schemas";
 import { PLANNER, checkInput, decisionOf, inputOf, skillOf, textOfParts } from "./message-run.js";
-import { CALLER_LABEL, CONTEXT_LABEL, MESSAGE_ANNOTATION, PUSH_ANNOTATION, RUN_PREFIX, SKILL_LABEL, TASK_ID, agentMessage, isTaskOf, startingMessage, stateOf, taskOf, textPart } from "./task-mapping.js";
+import { CALLER_LABEL, CONTEXT_LABEL, MESSAGE_ANNOTATION, PUSH_ANNOTATION, RUN_PREFIX, SKILL_LABEL, TASK_ID, agentMessage, dataPart, isTaskOf, startingMessage, stateOf, taskOf, textPart } from "./task-mapping.js";
 import { followTask } from "./task-stream.js";
 import type { PushConfigs } from "./push.js";
 import type { AskTask, AskTasks } from "./ask-tasks.js";
+import { SEARCH_SKILL, foundSkills, queryOf } from "./search.js";
 
 /** Where a method finds its caller: the route puts it in the call context's state. */
 export const CALLER_KEY = "nodefabric.caller";
@@ -31,6 +32,8 @@ export interface HandlerDeps {
   waitSeconds: number;
   /** Whether a message naming no skill goes to the planner (when it is a skill). */
   planner: boolean;
+  /** Searches the catalogue for a query, keeping what this caller may start (the `fabric.search` skill). */
+  search(caller: CallerInfo, query: string, limit: number): Promise<CatalogueSearchAnswer>;
 }
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
@@ -49,16 +52,18 @@ function askView(t: AskTask, skills: readonly NodeType[], historyLength?: number
     `Which skill should run? Reply to this task (or send a new message) with metadata.skillId set to a skill's id (a node_type_id, optionally @version) and its input as a data part. ` +
     `Skills: ${names.join("; ")}${more}.`;
   const canceled = t.state === "canceled";
+  const completed = t.state === "completed";
+  const found = completed ? ((t.answer as { skills?: unknown[] } | undefined)?.skills?.length ?? 0) : 0;
   const history = t.history.map((m) => MessageCodec.fromJSON(m));
   return {
     id: t.id,
     contextId: t.contextId,
     status: {
-      state: canceled ? TaskState.TASK_STATE_CANCELED : TaskState.TASK_STATE_INPUT_REQUIRED,
-      message: agentMessage(t.id, t.contextId, [textPart(canceled ? "the task was canceled" : text)]),
+      state: canceled ? TaskState.TASK_STATE_CANCELED : completed ? TaskState.TASK_STATE_COMPLETED : TaskState.TASK_STATE_INPUT_REQUIRED,
+      message: agentMessage(t.id, t.contextId, [textPart(canceled ? "the task was canceled" : completed ? `found ${found} skill(s): name one in metadata.skillId` : text)]),
       timestamp: t.updated,
     },
-    artifacts: [],
+    artifacts: completed ? [{ artifactId: `${t.id}-skills`, name: "skills", description: "The skills found, best first", parts: [dataPart(t.answer)], metadata: undefined, extensions: [] }] : [],
     history: historyLength === undefined ? history : historyLength <= 0 ? [] : history.slice(-historyLength),
     metadata: undefined,
   };
@@ -105,7 +110,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
   }
 
   private async askViewOf(caller: CallerInfo, t: AskTask, historyLength?: number): Promise<Task> {
-    return askView(t, t.state === "canceled" ? [] : await this.skills(caller), historyLength);
+    return askView(t, t.state !== "input_required" ? [] : await this.skills(caller), historyLength);
   }
 
   /** Starts the run a message asks for, or answers the task it continues; the run is stored before this resolves. */
@@ -128,8 +133,19 @@ export class FabricRequestHandler implements A2ARequestHandler {
       if (goal === "") throw new RequestMalformedError("a message naming no skill is a goal for the planner: give it a text part");
       return this.startSkill(params, message, caller, contextId, newFaceRunId(RUN_PREFIX), planner, { goal }, blocking);
     }
+    if (skill.id === SEARCH_SKILL) return this.searchTask(params, message, caller, contextId);
     const t = await this.nodeTypeOf(skill);
     return this.startSkill(params, message, caller, contextId, newFaceRunId(RUN_PREFIX), t, inputOf(message.parts, t), blocking);
+  }
+
+  /** A message to the search skill: a task completed at once, its artifact the skills found (search.ts). */
+  private async searchTask(params: SendMessageRequest, message: Message, caller: CallerInfo, contextId: string): Promise<{ task: Task }> {
+    const { query, limit } = queryOf(message.parts);
+    const answer = await this.d.search(caller, query, limit);
+    if (!answer.ok) throw new RequestMalformedError(`unavailable: Selection answered ${answer.status}`);
+    const t = this.d.asks.create(caller, contextId, {});
+    this.d.asks.update(t, { state: "completed", answer: foundSkills(answer.found), history: [MessageCodec.toJSON({ ...message, taskId: t.id, contextId })] });
+    return { task: await this.askViewOf(caller, t, params.configuration?.historyLength) };
   }
 
   private async nodeTypeOf(skill: { id: string; version?: string }): Promise<NodeType> {
@@ -177,7 +193,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
   private async continueTask(params: SendMessageRequest, message: Message, caller: CallerInfo, blocking: boolean): Promise<{ task: Task; run?: Run }> {
     const ask = this.askOf(caller, message.taskId);
     if (ask) {
-      if (ask.state === "canceled") throw new UnsupportedOperationError(`task ${ask.id} was canceled`);
+      if (ask.state !== "input_required") throw new UnsupportedOperationError(`task ${ask.id} has ended (${ask.state})`);
       if (message.contextId && message.contextId !== ask.contextId) throw new RequestMalformedError(`task ${ask.id} belongs to context ${ask.contextId}, not ${message.contextId}`);
       const json = MessageCodec.toJSON({ ...message, taskId: ask.id, contextId: ask.contextId });
       const skill = skillOf(message, params.metadata as Record<string, unknown> | undefined);
@@ -288,7 +304,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
     const caller = callerOf(ctx);
     const ask = this.askOf(caller, params.id);
     if (ask) {
-      if (ask.state === "canceled") throw new TaskNotCancelableError(`task ${ask.id} was canceled already`);
+      if (ask.state !== "input_required") throw new TaskNotCancelableError(`task ${ask.id} has already ended (${ask.state})`);
       return this.askViewOf(caller, this.d.asks.update(ask, { state: "canceled" }));
     }
     const run = await this.runOf(caller, params.id);
@@ -312,7 +328,7 @@ export class FabricRequestHandler implements A2ARequestHandler {
     const since = Date.now();
     const ask = this.askOf(caller, params.id);
     if (ask) {
-      if (ask.state === "canceled") throw new UnsupportedOperationError(`task ${ask.id} was canceled: read it with GetTask`);
+      if (ask.state !== "input_required") throw new UnsupportedOperationError(`task ${ask.id} has ended (${ask.state}): read it with GetTask`);
       // It waits for the client's next message; nothing happens to it until then.
       yield { payload: { $case: "task", value: await this.askViewOf(caller, ask) } };
       return;

@@ -11,7 +11,12 @@ export const A2A_SETTINGS = defineSettings(
     path: setting.string({ doc: "Where A2A's JSON-RPC binding is served on the gateway (HTTP+JSON under `<path>/rest`).", env: "FABRIC_A2A_PATH", default: "/a2a" }),
     include: setting.list({ doc: "node_type_id patterns (`*` any characters) to offer as skills; none: every one.", env: "FABRIC_A2A_INCLUDE", default: [] }),
     exclude: setting.list({ doc: "node_type_id patterns never offered; they win over include.", env: "FABRIC_A2A_EXCLUDE", default: [] }),
-    maxSkills: setting.integer({ doc: "Most skills a card lists; of a larger catalogue the card lists this many and says so (any node type may still be named).", env: "FABRIC_A2A_MAX_SKILLS", default: 200, min: 1, max: 10_000 }),
+    maxSkills: setting.integer({ doc: "Most skills a card lists: a caller's catalogue larger than this is served in search mode (`mode: auto`), or, with `mode: skills`, listed in part (any node type may still be named).", env: "FABRIC_A2A_MAX_SKILLS", default: 200, min: 1, max: 10_000 }),
+    mode: setting.oneOf(["auto", "skills", "search"], {
+      doc: "`skills` (the card lists each node type as a skill), `search` (the card lists a `fabric.search` skill that finds node types through Selection, and the planner and agent when present) or `auto` (search when the caller's catalogue is larger than `maxSkills`), as MCP's FABRIC_MCP_MODE.",
+      env: "FABRIC_A2A_MODE",
+      default: "auto",
+    }),
     refreshMs: setting.integer({ doc: "How long one read of the registry is reused (ms).", env: "FABRIC_A2A_REFRESH_MS", default: 2000, min: 0, max: 3_600_000 }),
     maxMessageBytes: setting.integer({ doc: "Largest A2A request body (bytes); a larger one is refused and starts nothing.", env: "FABRIC_A2A_MAX_MESSAGE_BYTES", default: 1_048_576, min: 1024, max: 67_108_864 }),
     planner: setting.oneOf(["auto", "on", "off"], {

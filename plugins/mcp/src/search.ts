@@ -1,19 +1,17 @@
 /**
  * Search mode, for catalogues no agent can hold as tools (an imported API of 1,000 operations and more): two tools
  * instead of one per node type.
- * - `nodefabric.search` asks Selection (POST /v1/candidate-sets, the fabric's own ranking) for the node types that
+ * - `nodefabric.search` asks Selection (core's searchCatalogue, the fabric's own ranking) for the node types that
  *   fit a goal, and answers them with their schemas, so the agent knows how to call them;
  * - `nodefabric.run` runs any exposed node type the caller may run, with its input, as an ordinary run.
  */
-import type { CandidateSet } from "@nodefabric/schemas";
-import type { PluginServiceContext } from "@nodefabric/core";
+import { MAX_SEARCH_RESULTS as MAX_RESULTS, searchCatalogue, type PluginServiceContext } from "@nodefabric/core";
 import type { CallerInfo } from "@nodefabric/core";
 import type { SearchSupport, ServerDeps } from "./server-deps.js";
 import { annotationsOf, type McpTool, type ToolResult } from "./tools.js";
 
 export const SEARCH_TOOL = "nodefabric.search";
 export const RUN_TOOL = "nodefabric.run";
-const MAX_RESULTS = 50;
 
 const nodeTypeSummary = {
   type: "object",
@@ -76,32 +74,17 @@ export function selectionSearch(deps: ServerDeps, fabric: PluginServiceContext):
       const limit = args.limit ?? 10;
       if (typeof goal !== "string" || goal.trim() === "" || goal.length > 2000) return toolError("invalid_inputs: goal must be a non-empty string of at most 2000 characters");
       if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_RESULTS) return toolError(`invalid_inputs: limit must be an integer from 1 to ${MAX_RESULTS}`);
-      const token = await fabric.serviceToken?.("selection");
-      // Selection ranks the whole catalogue; asking for more than the limit leaves room for what the include and
-      // exclude patterns hide.
-      const res = await fetch(`${fabric.serviceUrl("selection")}/v1/candidate-sets`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body: JSON.stringify({ subtask_spec: { subtask_id: "mcp-search", goal }, constraints: { candidates: { max_candidates_per_subtask: MAX_RESULTS } } }),
-        signal: AbortSignal.timeout(10_000),
-      });
-      if (!res.ok) return toolError(`unavailable: Selection answered ${res.status}`);
-      const set = (await res.json()) as CandidateSet;
-      const found: Record<string, unknown>[] = [];
-      for (const c of set.candidates) {
-        if (found.length >= limit) break;
-        const t = await deps.catalogue.get(c.node_type_ref.node_type_id);
-        if (!t) continue;
-        found.push({
-          node_type_id: t.node_type_id,
-          version: t.version,
-          ...(t.description ? { description: t.description } : {}),
-          ...(c.score !== undefined ? { score: c.score } : {}),
-          input_schema: t.input_schema ?? { type: "object" },
-          ...(t.output_schema ? { output_schema: t.output_schema } : {}),
-          annotations: annotationsOf(t),
-        });
-      }
+      const answer = await searchCatalogue({ selectionUrl: fabric.serviceUrl("selection"), token: await fabric.serviceToken?.("selection"), catalogue: deps.catalogue, goal, limit, subtaskId: "mcp-search" });
+      if (!answer.ok) return toolError(`unavailable: Selection answered ${answer.status}`);
+      const found = answer.found.map(({ nodeType: t, score }) => ({
+        node_type_id: t.node_type_id,
+        version: t.version,
+        ...(t.description ? { description: t.description } : {}),
+        ...(score !== undefined ? { score } : {}),
+        input_schema: t.input_schema ?? { type: "object" },
+        ...(t.output_schema ? { output_schema: t.output_schema } : {}),
+        annotations: annotationsOf(t),
+      }));
       const structured = { node_types: found };
       return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured };
     },
