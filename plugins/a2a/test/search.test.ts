@@ -2,9 +2,12 @@
  * Search mode, for a catalogue larger than the card lists (here a low `maxSkills` over the demo handlers): the card
  * lists the `fabric.search` skill instead of every node type, a message to it is answered by a COMPLETED task whose
  * artifact lists the matching skills (found through Selection) with their input schemas, and naming a node type it
- * found in metadata.skillId still runs it.
+ * found in metadata.skillId still runs it; what the PDP would not let the caller start is not found.
  */
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { TaskState, type Task } from "@a2a-js/sdk";
 import { a2aClient, message, rpc, skillMessage, startA2aFabric, type A2aFabric } from "./support/a2a-fabric.js";
 
@@ -59,5 +62,27 @@ describe("search mode", () => {
     expect(bad.status).toBe(200);
     expect(bad.body.error.code).toBe(-32602);
     expect(bad.body.error.message).toContain("query");
+  });
+});
+
+describe("search mode under a policy", () => {
+  let p: A2aFabric;
+  beforeAll(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nf-a2a-search-policy-"));
+    fs.writeFileSync(path.join(dir, "policy.cedar"), `permit(principal, action, resource);\nforbid(principal, action == NodeFabric::Action::"run.start", resource == NodeFabric::NodeType::"demo.echo");\n`);
+    p = await startA2aFabric({ a2a: { mode: "search" }, policy: path.join(dir, "policy.cedar") });
+  }, 30_000);
+  afterAll(async () => p?.close());
+
+  it("mode search lists the search skill whatever the catalogue's size; the search leaves out what the caller may not start", async () => {
+    const card: Json = await (await fetch(`${p.gateway}/.well-known/agent-card.json`)).json();
+    expect(card.skills.map((s: Json) => s.id)).toEqual(["fabric.search"]);
+    const found = async (query: string): Promise<string[]> => {
+      const res = await rpc(p.gateway, "SendMessage", { message: skillMessage("fabric.search", { query, limit: 50 }) });
+      expect(res.body.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+      return res.body.result.task.artifacts[0].parts[0].data.skills.map((s: Json) => s.id);
+    };
+    expect(await found("sleep")).toContain("demo.sleep");
+    expect(await found("echo the input back")).not.toContain("demo.echo");
   });
 });
