@@ -52,6 +52,8 @@ export const ISOLATED = [
   "handlers/llm/test/agent-mcp.test.ts",
   "handlers/llm/test/scripted.test.ts",
   "handlers/llm/test/run-budgets.test.ts",
+  "handlers/llm/test/agent-budgets.test.ts",
+  "handlers/llm/test/a2a.test.ts",
   "plugins/telemetry/test/**/*.test.ts",
   "sdk/test/**/*.test.ts",
   "templates/*/test/**/*.test.ts",
