@@ -10,7 +10,7 @@ import { sampleFor, type SchemaObject } from "@nodefabric/sdk/samples";
 import { ImporterMissingError, loadA2aImporter, type A2aImportResult } from "../importers/index.js";
 import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
-import { BATCH_SIZE, describeError, refusedIndexes } from "./node-types-import-mcp.js";
+import { publishImported } from "./import-publish.js";
 
 /** Options of `fabric node-types import --from-a2a`. */
 export interface A2aImportCommandOptions {
@@ -70,33 +70,20 @@ export async function nodeTypesImportA2a(registryUrl: string, options: A2aImport
     return 0;
   }
   const client = new RegistryClient(registryUrl, clientAuthOptions(options.token));
-  const published = new Set<NodeType>();
+  let published: Set<NodeType> | undefined;
   try {
-    for (let start = 0; start < result.nodeTypes.length; start += BATCH_SIZE) {
-      let batch = result.nodeTypes.slice(start, start + BATCH_SIZE);
-      try {
-        try {
-          await client.publishMany(batch);
-        } catch (err) {
-          // The registry names each node type it refuses (its schemas would not compile): those are left out, with its
-          // reason, and the rest of the batch is published.
-          const refused = refusedIndexes(err);
-          if (refused.size === 0 || refused.size === batch.length) throw err;
-          for (const [i, reason] of refused) result.leftOut.push({ skill: String((batch[i]!.extensions as Record<string, { skill?: string }>)["nodefabric.a2a"]?.skill), reason: `the registry refused it: ${reason}` });
-          batch = batch.filter((_, i) => !refused.has(i));
-          await client.publishMany(batch);
-        }
-      } catch (err) {
-        out.stderr.write(`fabric: publishing node types ${start + 1} to ${start + batch.length} failed (${start} were published before): ${describeError(err)}\n`);
-        return 1;
-      }
-      for (const t of batch) published.add(t);
-      if (result.nodeTypes.length > BATCH_SIZE) progress(`published ${Math.min(start + BATCH_SIZE, result.nodeTypes.length)} of ${result.nodeTypes.length} node types`);
-    }
+    published = await publishImported(
+      client,
+      result.nodeTypes,
+      (t, reason) => result.leftOut.push({ skill: String((t.extensions as Record<string, { skill?: string }>)["nodefabric.a2a"]?.skill), reason }),
+      progress,
+      out,
+    );
   } finally {
     await client.close();
   }
-  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published.has(t))));
+  if (!published) return 1;
+  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published!.has(t))));
   return 0;
 }
 

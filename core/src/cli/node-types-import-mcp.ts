@@ -9,14 +9,11 @@
  */
 import type { NodeType } from "@nodefabric/schemas";
 import { RegistryClient } from "../clients/registry-client.js";
-import { FabricError } from "../http/errors.js";
 import { sampleFor, type SchemaObject } from "@nodefabric/sdk/samples";
 import { ImporterMissingError, loadMcpImporter, type McpImportResult } from "../importers/index.js";
 import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
-
-/** How many node types one registry request carries. */
-export const BATCH_SIZE = 200;
+import { publishImported } from "./import-publish.js";
 
 /** Options of `fabric node-types import --from-mcp`. */
 export interface McpImportCommandOptions {
@@ -35,27 +32,6 @@ export interface McpImportCommandOptions {
   dryRun?: boolean;
   token?: string;
   cwd?: string;
-}
-
-export function describeError(err: unknown): string {
-  if (FabricError.is(err)) {
-    const errors = (err.details?.errors as Array<{ path: string; message: string }> | undefined) ?? [];
-    return [`${err.code}: ${err.message}`, ...errors.slice(0, 20).map((e) => `  ${e.path}: ${e.message}`)].join("\n");
-  }
-  return (err as Error).message;
-}
-
-/** The indexes of a batch the registry refused, each with its reasons (`/node_types/<i>/…` in the error's details). */
-export function refusedIndexes(err: unknown): Map<number, string> {
-  const refused = new Map<number, string>();
-  if (!FabricError.is(err)) return refused;
-  for (const e of (err.details?.errors as Array<{ path: string; message: string }> | undefined) ?? []) {
-    const m = /^\/node_types\/(\d+)(\/.*)?$/.exec(e.path);
-    if (!m) return new Map();
-    const i = Number(m[1]);
-    refused.set(i, [refused.get(i), `${m[2] ?? ""} ${e.message}`.trim()].filter(Boolean).join("; "));
-  }
-  return refused;
 }
 
 function leftOutLines(result: McpImportResult, max: number): string {
@@ -115,33 +91,20 @@ export async function nodeTypesImportMcp(registryUrl: string, options: McpImport
     return 0;
   }
   const client = new RegistryClient(registryUrl, clientAuthOptions(options.token));
-  const published = new Set<NodeType>();
+  let published: Set<NodeType> | undefined;
   try {
-    for (let start = 0; start < result.nodeTypes.length; start += BATCH_SIZE) {
-      let batch = result.nodeTypes.slice(start, start + BATCH_SIZE);
-      try {
-        try {
-          await client.publishMany(batch);
-        } catch (err) {
-          // The registry names each node type it refuses (its schemas would not compile): those are left out, with its
-          // reason, and the rest of the batch is published.
-          const refused = refusedIndexes(err);
-          if (refused.size === 0 || refused.size === batch.length) throw err;
-          for (const [i, reason] of refused) result.leftOut.push({ tool: String((batch[i]!.extensions as Record<string, { tool?: string }>)["nodefabric.mcp"]?.tool), reason: `the registry refused it: ${reason}` });
-          batch = batch.filter((_, i) => !refused.has(i));
-          await client.publishMany(batch);
-        }
-      } catch (err) {
-        out.stderr.write(`fabric: publishing node types ${start + 1} to ${start + batch.length} failed (${start} were published before): ${describeError(err)}\n`);
-        return 1;
-      }
-      for (const t of batch) published.add(t);
-      if (result.nodeTypes.length > BATCH_SIZE) progress(`published ${Math.min(start + BATCH_SIZE, result.nodeTypes.length)} of ${result.nodeTypes.length} node types`);
-    }
+    published = await publishImported(
+      client,
+      result.nodeTypes,
+      (t, reason) => result.leftOut.push({ tool: String((t.extensions as Record<string, { tool?: string }>)["nodefabric.mcp"]?.tool), reason }),
+      progress,
+      out,
+    );
   } finally {
     await client.close();
   }
-  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published.has(t)), options, sourceKind, stdioServer));
+  if (!published) return 1;
+  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published!.has(t)), options, sourceKind, stdioServer));
   return 0;
 }
 
