@@ -12,7 +12,7 @@ import { loadConfig } from "../src/config.js";
 import { startFabric, type RunningFabric } from "../src/fabric.js";
 import { buildRunGateway } from "../src/services/run-gateway/index.js";
 import { GatewayClient } from "../src/clients/gateway-client.js";
-import { followRun } from "../src/cli/run-command.js";
+import { followRun } from "../src/cli/follow-run.js";
 
 import { baseOf, call, expectEnvelope, expectValid, until } from "./support/gateway-http.js";
 const repoRoot = fileURLToPath(new URL("../..", import.meta.url));

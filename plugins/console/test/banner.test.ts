@@ -29,8 +29,8 @@ describe("fabric dev with the console plugin", () => {
       if (!line) await new Promise((r) => setTimeout(r, 50));
     }
     expect(line?.[1]).toBe(`${gateway}/console/`);
-    // `fabric dev` also adds the MCP server, installed in this repository.
-    expect(fabric.output()).toMatch(/^plugins: @nodefabric\/plugin-console@0\.1\.0, @nodefabric\/plugin-mcp@0\.1\.0$/m);
+    // `fabric dev` also adds the MCP and A2A servers, installed in this repository.
+    expect(fabric.output()).toMatch(/^plugins: @nodefabric\/plugin-console@0\.1\.0, @nodefabric\/plugin-mcp@0\.1\.0, @nodefabric\/plugin-a2a@0\.1\.0$/m);
     const page = await call("GET", line![1]!);
     expect(page.status).toBe(200);
     expect(page.text).toContain('<div id="app"></div>');
