@@ -99,7 +99,7 @@ describe("fabric dev with stdout piped", () => {
     const run = start.body;
 
     // The banner is plain text; every log line is JSON.
-    const logLines = fabric.lines().filter((l) => !/^(NodeFabric |\s|plugins: |store: |auth: |data: |[A-Za-z ]+: http)/.test(l));
+    const logLines = fabric.lines().filter((l) => !/^(NodeFabric |\s|plugins: |store: |auth: |data: |[A-Za-z0-9 ]+: http)/.test(l));
     const records = logLines.map((l) => {
       expect(l.startsWith("{"), l).toBe(true);
       return JSON.parse(l) as Record<string, unknown>;
@@ -190,7 +190,7 @@ describe("--log-format", () => {
     await fabric.until("the fabric started", started, 45_000);
     await fabric.until("the atomic executor registered", (t) => t.includes('"msg":"registered with the node registry"'));
     await fabric.stop();
-    const logLines = fabric.lines().filter((l) => !/^(NodeFabric |\s|plugins: |store: |auth: |data: |[A-Za-z ]+: http|SIGTERM: )/.test(l));
+    const logLines = fabric.lines().filter((l) => !/^(NodeFabric |\s|plugins: |store: |auth: |data: |[A-Za-z0-9 ]+: http|SIGTERM: )/.test(l));
     expect(logLines.length).toBeGreaterThan(7);
     const records = logLines.map((l) => {
       expect(l.startsWith("{"), l).toBe(true);
