@@ -3,8 +3,9 @@
  * leaving out with the registry's reason each node type it refuses and publishing the rest of the batch.
  */
 import type { NodeType } from "@nodefabric/schemas";
-import type { RegistryClient } from "../clients/registry-client.js";
+import { RegistryClient } from "../clients/registry-client.js";
 import { FabricError } from "../http/errors.js";
+import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
 
 /** How many node types one registry request carries. */
@@ -65,4 +66,68 @@ export async function publishImported(
     if (nodeTypes.length > BATCH_SIZE) progress(`published ${Math.min(start + BATCH_SIZE, nodeTypes.length)} of ${nodeTypes.length} node types`);
   }
   return published;
+}
+
+/** What an importer of tools (MCP) or skills (A2A) answers, as far as publishing it goes. */
+export interface ImportedSet {
+  nodeTypes: NodeType[];
+  leftOut: Array<{ reason: string } & Record<string, unknown>>;
+  notes: string[];
+}
+
+export interface PublishImportOptions {
+  registryUrl: string;
+  token?: string;
+  dryRun?: boolean;
+  /** What one source item is called in messages and left-out entries: `tool` (MCP) or `skill` (A2A). */
+  item: "tool" | "skill";
+  /** The node types' extension that names their source item (`nodefabric.mcp`, `nodefabric.a2a`). */
+  extension: string;
+  /** The source as the user named it (`--from-mcp`, `--from-a2a`). */
+  source: string;
+  /** What `--dry-run` prints (as JSON). */
+  dryRunView: () => unknown;
+}
+
+/** The left-out entries as lines (at most `max`), after a colon; empty when nothing was left out. */
+export function leftOutLines(leftOut: ImportedSet["leftOut"], item: string, max: number): string {
+  if (leftOut.length === 0) return "";
+  const lines = leftOut.slice(0, max).map((l) => `\n  ${String(l[item])}: ${l.reason}`);
+  if (leftOut.length > max) lines.push(`\n  … and ${leftOut.length - max} more`);
+  return `:${lines.join("")}`;
+}
+
+/**
+ * The end of an import command, the same for every importer: its notes, nothing to publish (exit 1, with what was left
+ * out and why), `--dry-run` (the view, exit 0), or the node types published in batches. Answers the node types
+ * published, or the exit code when the command ends here.
+ */
+export async function publishImport(result: ImportedSet, options: PublishImportOptions, progress: (line: string) => void, out: CommandOutput): Promise<NodeType[] | number> {
+  for (const note of result.notes) progress(note);
+  if (result.nodeTypes.length === 0) {
+    out.stderr.write(`fabric: no ${options.item} of ${options.source} can be made into a node type${leftOutLines(result.leftOut, options.item, 20)}\n`);
+    return 1;
+  }
+  if (options.dryRun) {
+    out.stdout.write(`${JSON.stringify(options.dryRunView(), null, 2)}\n`);
+    return 0;
+  }
+  const client = new RegistryClient(options.registryUrl, clientAuthOptions(options.token));
+  let published: Set<NodeType> | undefined;
+  try {
+    published = await publishImported(
+      client,
+      result.nodeTypes,
+      (t, reason) => {
+        const named = (t.extensions as Record<string, Record<string, unknown> | undefined> | undefined)?.[options.extension]?.[options.item];
+        result.leftOut.push({ [options.item]: String(named), reason });
+      },
+      progress,
+      out,
+    );
+  } finally {
+    await client.close();
+  }
+  if (!published) return 1;
+  return result.nodeTypes.filter((t) => published!.has(t));
 }

@@ -5,12 +5,10 @@
  * them at once, through its egress policy, with the credentials the operator holds as executor secrets.
  */
 import type { NodeType } from "@nodefabric/schemas";
-import { RegistryClient } from "../clients/registry-client.js";
 import { sampleFor, type SchemaObject } from "@nodefabric/sdk/samples";
 import { ImporterMissingError, loadA2aImporter, type A2aImportResult } from "../importers/index.js";
-import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
-import { publishImported } from "./import-publish.js";
+import { leftOutLines, publishImport } from "./import-publish.js";
 
 /** Options of `fabric node-types import --from-a2a`. */
 export interface A2aImportCommandOptions {
@@ -25,13 +23,6 @@ export interface A2aImportCommandOptions {
   dryRun?: boolean;
   token?: string;
   cwd?: string;
-}
-
-function leftOutLines(result: A2aImportResult, max: number): string {
-  if (result.leftOut.length === 0) return "";
-  const lines = result.leftOut.slice(0, max).map((l) => `\n  ${l.skill}: ${l.reason}`);
-  if (result.leftOut.length > max) lines.push(`\n  … and ${result.leftOut.length - max} more`);
-  return `:${lines.join("")}`;
 }
 
 /** Runs the import against the registry at `registryUrl`; answers the exit code (0 published, 1 failed, 2 bad input). */
@@ -60,30 +51,14 @@ export async function nodeTypesImportA2a(registryUrl: string, options: A2aImport
     out.stderr.write(`fabric: ${(err as Error).message}\n`);
     return err instanceof importer.A2aImportError ? 2 : 1;
   }
-  for (const note of result.notes) progress(note);
-  if (result.nodeTypes.length === 0) {
-    out.stderr.write(`fabric: no skill of ${options.fromA2a} can be made into a node type${leftOutLines(result, 20)}\n`);
-    return 1;
-  }
-  if (options.dryRun) {
-    out.stdout.write(`${JSON.stringify({ agent: result.agent, node_types: result.nodeTypes, left_out: result.leftOut, secrets: result.secrets, notes: result.notes }, null, 2)}\n`);
-    return 0;
-  }
-  const client = new RegistryClient(registryUrl, clientAuthOptions(options.token));
-  let published: Set<NodeType> | undefined;
-  try {
-    published = await publishImported(
-      client,
-      result.nodeTypes,
-      (t, reason) => result.leftOut.push({ skill: String((t.extensions as Record<string, { skill?: string }>)["nodefabric.a2a"]?.skill), reason }),
-      progress,
-      out,
-    );
-  } finally {
-    await client.close();
-  }
-  if (!published) return 1;
-  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published!.has(t))));
+  const published = await publishImport(
+    result,
+    { registryUrl, token: options.token, dryRun: options.dryRun, item: "skill", extension: "nodefabric.a2a", source: options.fromA2a, dryRunView: () => ({ agent: result.agent, node_types: result.nodeTypes, left_out: result.leftOut, secrets: result.secrets, notes: result.notes }) },
+    progress,
+    out,
+  );
+  if (typeof published === "number") return published;
+  out.stdout.write(summary(result, published));
   return 0;
 }
 
@@ -93,7 +68,7 @@ function summary(result: A2aImportResult, nodeTypes: NodeType[]): string {
   const lines = [`published ${nodeTypes.length} node type${nodeTypes.length === 1 ? "" : "s"} of the A2A agent ${agent} (A2A ${result.agent.protocol_version ?? "?"}, ${result.agent.streaming ? "streaming" : "polled"}), run by a2a.send@1.0.0:`];
   for (const t of nodeTypes.slice(0, 15)) lines.push(`  ${t.node_type_id}@${t.version}`);
   if (nodeTypes.length > 15) lines.push(`  … and ${nodeTypes.length - 15} more`);
-  if (result.leftOut.length > 0) lines.push(`left out (${result.leftOut.length})${leftOutLines(result, 20)}`);
+  if (result.leftOut.length > 0) lines.push(`left out (${result.leftOut.length})${leftOutLines(result.leftOut, "skill", 20)}`);
   const host = new URL(result.agent.card_url).host;
   lines.push("", `The executor that runs them must be allowed to reach ${host} (its egress policy; loopback and private addresses are refused unless the operator allows them).`);
   if (result.secrets.length > 0) {

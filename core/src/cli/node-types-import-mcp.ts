@@ -8,12 +8,10 @@
  * naming it in the executor's FABRIC_MCP_SERVERS file; a node type never carries the command.
  */
 import type { NodeType } from "@nodefabric/schemas";
-import { RegistryClient } from "../clients/registry-client.js";
 import { sampleFor, type SchemaObject } from "@nodefabric/sdk/samples";
 import { ImporterMissingError, loadMcpImporter, type McpImportResult } from "../importers/index.js";
-import { clientAuthOptions } from "./run-cli-context.js";
 import type { CommandOutput } from "./node-types-import.js";
-import { publishImported } from "./import-publish.js";
+import { leftOutLines, publishImport } from "./import-publish.js";
 
 /** Options of `fabric node-types import --from-mcp`. */
 export interface McpImportCommandOptions {
@@ -32,13 +30,6 @@ export interface McpImportCommandOptions {
   dryRun?: boolean;
   token?: string;
   cwd?: string;
-}
-
-function leftOutLines(result: McpImportResult, max: number): string {
-  if (result.leftOut.length === 0) return "";
-  const lines = result.leftOut.slice(0, max).map((l) => `\n  ${l.tool}: ${l.reason}`);
-  if (result.leftOut.length > max) lines.push(`\n  … and ${result.leftOut.length - max} more`);
-  return `:${lines.join("")}`;
 }
 
 /** Runs the import against the registry at `registryUrl`; answers the exit code (0 published, 1 failed, 2 bad input). */
@@ -81,30 +72,14 @@ export async function nodeTypesImportMcp(registryUrl: string, options: McpImport
     out.stderr.write(`fabric: ${(err as Error).message}\n`);
     return err instanceof importer.McpImportError ? 2 : 1;
   }
-  for (const note of result.notes) progress(note);
-  if (result.nodeTypes.length === 0) {
-    out.stderr.write(`fabric: no tool of ${options.fromMcp} can be made into a node type${leftOutLines(result, 20)}\n`);
-    return 1;
-  }
-  if (options.dryRun) {
-    out.stdout.write(`${JSON.stringify({ server: result.server, node_types: result.nodeTypes, left_out: result.leftOut, secrets: result.secrets, notes: result.notes }, null, 2)}\n`);
-    return 0;
-  }
-  const client = new RegistryClient(registryUrl, clientAuthOptions(options.token));
-  let published: Set<NodeType> | undefined;
-  try {
-    published = await publishImported(
-      client,
-      result.nodeTypes,
-      (t, reason) => result.leftOut.push({ tool: String((t.extensions as Record<string, { tool?: string }>)["nodefabric.mcp"]?.tool), reason }),
-      progress,
-      out,
-    );
-  } finally {
-    await client.close();
-  }
-  if (!published) return 1;
-  out.stdout.write(summary(result, result.nodeTypes.filter((t) => published!.has(t)), options, sourceKind, stdioServer));
+  const published = await publishImport(
+    result,
+    { registryUrl, token: options.token, dryRun: options.dryRun, item: "tool", extension: "nodefabric.mcp", source: options.fromMcp, dryRunView: () => ({ server: result.server, node_types: result.nodeTypes, left_out: result.leftOut, secrets: result.secrets, notes: result.notes }) },
+    progress,
+    out,
+  );
+  if (typeof published === "number") return published;
+  out.stdout.write(summary(result, published, options, sourceKind, stdioServer));
   return 0;
 }
 
@@ -114,7 +89,7 @@ function summary(result: McpImportResult, nodeTypes: NodeType[], options: McpImp
   const lines = [`published ${nodeTypes.length} node type${nodeTypes.length === 1 ? "" : "s"} of the MCP server ${server} (protocol ${result.server.protocol_version ?? "?"}), run by mcp.call@1.0.0:`];
   for (const t of nodeTypes.slice(0, 15)) lines.push(`  ${t.node_type_id}@${t.version}`);
   if (nodeTypes.length > 15) lines.push(`  … and ${nodeTypes.length - 15} more`);
-  if (result.leftOut.length > 0) lines.push(`left out (${result.leftOut.length})${leftOutLines(result, 20)}`);
+  if (result.leftOut.length > 0) lines.push(`left out (${result.leftOut.length})${leftOutLines(result.leftOut, "tool", 20)}`);
   if (kind === "http") {
     const host = new URL(options.fromMcp.trim()).host;
     if (result.secrets.length > 0) {
