@@ -468,7 +468,8 @@ const MODEL_CALL = {
   usage_output: "usage",
 };
 
-const MESSAGE = {
+/** One chat message of an input's `messages` (OpenAI's format), as llm.chat and llm.agent accept it. */
+export const CHAT_MESSAGE_SCHEMA = {
   type: "object",
   properties: {
     role: { enum: ["system", "developer", "user", "assistant", "tool"] },
@@ -493,7 +494,7 @@ export const llmChat = defineAtomic<ChatInputs, ChatOutputs>({
     input_schema: {
       type: "object",
       properties: {
-        messages: { type: "array", items: MESSAGE, minItems: 1, maxItems: 1000 },
+        messages: { type: "array", items: CHAT_MESSAGE_SCHEMA, minItems: 1, maxItems: 1000 },
         response_schema: { type: "object" },
         schema_name: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" },
         tools: {

@@ -2,7 +2,7 @@
  * What an agent reads and answers: `llm.agent`'s inputs, its defaults and ceilings, and its input and output schemas.
  */
 import type { JsonObject, JsonValue, NodeTypeRef } from "@nodefabric/sdk";
-import type { ChatMessage } from "../chat.js";
+import { CHAT_MESSAGE_SCHEMA, type ChatMessage } from "../chat.js";
 import type { ToolSpec } from "./tools.js";
 
 export interface AgentInputs {
@@ -47,25 +47,12 @@ export interface StepRecord {
 export const DEFAULTS = { max_turns: 10, max_tool_calls: 20, max_parallel_tool_calls: 4, max_output_tokens: 1024 };
 export const CEILINGS = { max_turns: 50, max_tool_calls: 200, max_parallel_tool_calls: 16 };
 
-const MESSAGE = {
-  type: "object",
-  properties: {
-    role: { enum: ["system", "developer", "user", "assistant", "tool"] },
-    content: { anyOf: [{ type: "string" }, { type: "array" }, { type: "null" }] },
-    name: { type: "string" },
-    tool_calls: { type: "array" },
-    tool_call_id: { type: "string" },
-  },
-  required: ["role"],
-  additionalProperties: false,
-};
-
 export const AGENT_INPUT_SCHEMA: JsonObject = {
   type: "object",
   properties: {
     instructions: { type: "string", maxLength: 50_000, description: "What the agent is and how it works: its system prompt." },
     goal: { type: "string", minLength: 1, maxLength: 20_000, description: "The task, as the user's one message (or give messages)." },
-    messages: { type: "array", items: MESSAGE, minItems: 1, maxItems: 500, description: "The conversation so far, OpenAI's chat message format." },
+    messages: { type: "array", items: CHAT_MESSAGE_SCHEMA, minItems: 1, maxItems: 500, description: "The conversation so far, OpenAI's chat message format." },
     tools: {
       type: "array",
       maxItems: 100,
